@@ -1,0 +1,187 @@
+# -*- coding: utf-8 -*-
+# Copyright: sparkforge developers
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+"""Host platform facts: GPUs from nvidia-smi's CSV, CPU from /proc/cpuinfo.
+
+Plain functions over text so that unit tests feed them the real formats.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import re
+
+# The fields asked of nvidia-smi, in this order.  `compute_cap` exists since
+# driver 510; every driver sparkforge supports (>= 580 for Blackwell) has it.
+QUERY_FIELDS = ("index", "name", "compute_cap", "driver_version", "memory.total", "uuid", "pci.bus_id")
+
+# Values nvidia-smi prints when a field has no value on this GPU.  GB10 has no
+# dedicated GPU memory (unified LPDDR5x), so memory.total is one of these.
+_NO_VALUE = ("[N/A]", "N/A", "[Not Supported]", "Not Supported", "[Unknown Error]", "")
+
+# Platform classes, first match wins (GH200 must be tried before H200, GB200
+# before B200).  Patterns match nvidia-smi's product name, case-insensitive.
+PLATFORM_TABLE = (
+    ("dgx_spark", r"\bGB10\b"),
+    ("gh200", r"\bGH200\b"),
+    ("jetson_thor", r"\bThor\b"),
+    ("blackwell_dc", r"\bG?B(100|200|300)\b"),
+    ("blackwell_rtx", r"\bRTX\s*50\d\d\b|\bRTX\s+PRO\b.*Blackwell|\bRTX\s+PRO\s+\d{4}\b"),
+    ("hopper", r"\bH(100|200|800|20)\b"),
+)
+GENERIC_CLASS = "generic"
+
+# Arm CPU part numbers seen on the supported platforms (from the MIDR register).
+ARM_CPU_PARTS = {
+    "0xd4f": "Neoverse-V2",
+    "0xd85": "Cortex-X925",
+    "0xd87": "Cortex-A725",
+    "0xd8e": "Neoverse-N3",
+    "0xd84": "Neoverse-V3",
+    "0xd0c": "Neoverse-N1",
+    "0xd40": "Neoverse-V1",
+}
+
+
+class FactsError(Exception):
+    pass
+
+
+def _clean_header(name):
+    # "memory.total [MiB]" -> "memory.total"
+    return re.sub(r"\s*\[[^\]]*\]\s*$", "", name.strip())
+
+
+def _split_csv_line(line):
+    return [cell.strip() for cell in line.split(",")]
+
+
+def parse_memory_mib(value):
+    """'81559 MiB' or '81559' -> 81559; '[N/A]' / '[Not Supported]' -> None."""
+    value = value.strip()
+    if value in _NO_VALUE:
+        return None
+    match = re.match(r"^(\d+)(?:\s*MiB)?$", value)
+    if not match:
+        raise FactsError("cannot read a memory size from nvidia-smi value %r" % value)
+    return int(match.group(1))
+
+
+def capability_to_sm(capability):
+    """'12.1' -> 'sm_121', '9.0' -> 'sm_90'."""
+    match = re.match(r"^(\d+)\.(\d+)$", capability.strip())
+    if not match:
+        raise FactsError("cannot read a compute capability from %r" % capability)
+    return "sm_%d%d" % (int(match.group(1)), int(match.group(2)))
+
+
+def classify_gpu(name):
+    for klass, pattern in PLATFORM_TABLE:
+        if re.search(pattern, name, re.IGNORECASE):
+            return klass
+    return GENERIC_CLASS
+
+
+def parse_nvidia_smi_csv(text):
+    """Parse ``nvidia-smi --query-gpu=... --format=csv[,nounits]`` output (with its header)."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    if not lines:
+        return []
+    header = [_clean_header(cell) for cell in _split_csv_line(lines[0])]
+    missing = [field for field in ("index", "name", "compute_cap") if field not in header]
+    if missing:
+        raise FactsError("nvidia-smi output has no %s column (header was: %s)" % (", ".join(missing), lines[0]))
+    gpus = []
+    for line in lines[1:]:
+        cells = _split_csv_line(line)
+        if len(cells) != len(header):
+            # A product name never holds a comma in practice; a mismatch means a format we do not know.
+            raise FactsError("unexpected nvidia-smi line (expected %d fields): %s" % (len(header), line))
+        row = dict(zip(header, cells))
+        capability = row["compute_cap"]
+        gpus.append({
+            "index": int(row["index"]),
+            "name": row["name"],
+            "compute_capability": capability,
+            "sm": capability_to_sm(capability),
+            "driver_version": row.get("driver_version") or None,
+            "memory_mib": parse_memory_mib(row.get("memory.total", "")),
+            "uuid": row.get("uuid") or None,
+            "pci_bus_id": row.get("pci.bus_id") or None,
+            "platform_class": classify_gpu(row["name"]),
+        })
+    return sorted(gpus, key=lambda gpu: gpu["index"])
+
+
+def parse_cpuinfo(text):
+    """CPU model, core count, SVE/SVE2 and Arm parts from /proc/cpuinfo."""
+    processors = 0
+    features = set()
+    parts = {}
+    model = None
+    for line in text.splitlines():
+        key, sep, value = line.partition(":")
+        if not sep:
+            continue
+        key = key.strip().lower()
+        value = value.strip()
+        if key == "processor":
+            processors += 1
+        elif key in ("features", "flags"):
+            features.update(value.split())
+        elif key == "cpu part":
+            name = ARM_CPU_PARTS.get(value.lower(), value.lower())
+            parts[name] = parts.get(name, 0) + 1
+        elif key == "model name" and model is None:
+            model = value
+    if model is None and parts:
+        model = " + ".join("%dx %s" % (count, name) for name, count in sorted(parts.items()))
+    return {
+        "cores": processors,
+        "model": model,
+        "sve": "sve" in features,
+        "sve2": "sve2" in features,
+        "arm_parts": parts,
+    }
+
+
+def version_tuple(text):
+    return tuple(int(part) for part in re.findall(r"\d+", text or ""))
+
+
+def summarize(gpus, cpu, machine, mem, nvidia_smi_path):
+    """The ``ansible_facts.sparkforge`` dict."""
+    capabilities = sorted({gpu["compute_capability"] for gpu in gpus}, key=version_tuple)
+    classes = sorted({gpu["platform_class"] for gpu in gpus})
+    if not gpus:
+        platform_class = "none"
+    elif len(classes) == 1:
+        platform_class = classes[0]
+    else:
+        platform_class = "mixed"
+    drivers = sorted({gpu["driver_version"] for gpu in gpus if gpu["driver_version"]}, key=version_tuple)
+    unified = bool(gpus) and all(gpu["memory_mib"] is None for gpu in gpus)
+    return {
+        "gpus": gpus,
+        "gpu_count": len(gpus),
+        "compute_capabilities": capabilities,
+        "sm_archs": [capability_to_sm(cap) for cap in capabilities],
+        "platform_class": platform_class,
+        "platform_classes": classes,
+        "driver_version": drivers[0] if drivers else None,
+        "unified_memory": unified,
+        "nvidia_smi": nvidia_smi_path,
+        "cpu": {
+            "arch": machine,
+            "model": cpu["model"],
+            "cores": cpu["cores"],
+            "sve": cpu["sve"],
+            "sve2": cpu["sve2"],
+            "arm_parts": cpu["arm_parts"],
+        },
+        "memory": {
+            "total_mib": mem["total"] // (1024 * 1024),
+            "available_mib": mem["available"] // (1024 * 1024),
+        },
+    }

@@ -1,0 +1,207 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: sparkforge developers
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: gpu_facts
+short_description: Gather NVIDIA GPU, CPU, memory and disk facts for sparkforge
+version_added: "0.1.0"
+description:
+  - Runs C(nvidia-smi --query-gpu=... --format=csv,nounits) and reads C(/proc/cpuinfo) and C(/proc/meminfo).
+  - Returns C(ansible_facts.sparkforge) with every GPU (index, name, compute capability such as C(12.1),
+    SM name such as C(sm_121), driver version, memory in MiB or C(null) when the driver reports none,
+    as on GB10's unified memory, UUID, PCI bus id), the CPU (architecture, SVE2, cores, Arm core types),
+    RAM, free disk at the given paths and a platform class.
+  - The platform class comes from a table of GPU product names
+    (GB10 -> C(dgx_spark), GH200 -> C(gh200), Thor -> C(jetson_thor), B200/GB200 -> C(blackwell_dc),
+    RTX 50xx/RTX PRO -> C(blackwell_rtx), H100/H200 -> C(hopper), anything else -> C(generic));
+    a host whose GPUs fall in several classes is C(mixed), a host without GPUs C(none).
+  - Reads only; never changes the host.
+author:
+  - sparkforge developers
+options:
+  nvidia_smi:
+    description:
+      - Path or name of the C(nvidia-smi) binary. A bare name is looked up in C(PATH) and in C(/usr/bin).
+    type: str
+    default: nvidia-smi
+  required:
+    description:
+      - When true, a missing C(nvidia-smi) or one that fails is an error.
+      - When false, the module returns facts with C(gpus=[]) and the reason in C(gpu_error).
+    type: bool
+    default: true
+  disk_paths:
+    description:
+      - Paths whose free space to report (for example the build directory). A path that does not exist
+        yet is measured at its nearest existing parent.
+    type: list
+    elements: path
+    default: []
+  timeout:
+    description: Seconds to wait for C(nvidia-smi) (a hung driver must not hang the play).
+    type: int
+    default: 30
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+  facts:
+    support: full
+notes:
+  - Several GPUs of different compute capability are reported one by one; C(compute_capabilities) lists
+    the distinct values, lowest first.
+"""
+
+EXAMPLES = r"""
+- name: Gather GPU facts, failing when there is no NVIDIA driver
+  sparkforge.stack.gpu_facts:
+
+- name: Gather facts on a host that may have no GPU, and measure the build disk
+  sparkforge.stack.gpu_facts:
+    required: false
+    disk_paths:
+      - /opt/sparkforge/build
+
+- name: Show the platform class
+  ansible.builtin.debug:
+    msg: "{{ ansible_facts.sparkforge.platform_class }} ({{ ansible_facts.sparkforge.sm_archs | join(',') }})"
+"""
+
+RETURN = r"""
+ansible_facts:
+  description: Facts to add to ansible_facts.
+  returned: always
+  type: dict
+  contains:
+    sparkforge:
+      description: The platform facts.
+      type: dict
+      returned: always
+      sample:
+        gpus:
+          - index: 0
+            name: NVIDIA GB10
+            compute_capability: "12.1"
+            sm: sm_121
+            driver_version: "580.95.05"
+            memory_mib: null
+            uuid: GPU-5c0a3b5e-0c3f-4a55-9c1e-0f2b8d7e6a11
+            pci_bus_id: "0000000F:01:00.0"
+            platform_class: dgx_spark
+        gpu_count: 1
+        compute_capabilities: ["12.1"]
+        sm_archs: ["sm_121"]
+        platform_class: dgx_spark
+        platform_classes: ["dgx_spark"]
+        driver_version: "580.95.05"
+        unified_memory: true
+        nvidia_smi: /usr/bin/nvidia-smi
+        gpu_error: null
+        cpu:
+          arch: aarch64
+          model: 10x Cortex-A725 + 10x Cortex-X925
+          cores: 20
+          sve: true
+          sve2: true
+          arm_parts: {Cortex-A725: 10, Cortex-X925: 10}
+        memory: {total_mib: 122502, available_mib: 118000}
+        disk:
+          /opt/sparkforge/build: {measured_at: /opt, free_mib: 801234, total_mib: 953869}
+"""
+
+import os
+import platform
+import subprocess
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.sparkforge.stack.plugins.module_utils.platforms import (
+    QUERY_FIELDS,
+    FactsError,
+    parse_cpuinfo,
+    parse_nvidia_smi_csv,
+    summarize,
+)
+from ansible_collections.sparkforge.stack.plugins.module_utils.build_common import read_meminfo
+
+
+def _disk_free(path):
+    probe = os.path.abspath(path)
+    while not os.path.exists(probe):
+        parent = os.path.dirname(probe)
+        if parent == probe:
+            break
+        probe = parent
+    stat = os.statvfs(probe)
+    mib = 1024 * 1024
+    return {
+        "measured_at": probe,
+        "free_mib": stat.f_bavail * stat.f_frsize // mib,
+        "total_mib": stat.f_blocks * stat.f_frsize // mib,
+    }
+
+
+def _query_gpus(module):
+    name = module.params["nvidia_smi"]
+    path = name if os.path.sep in name else module.get_bin_path(name, opt_dirs=["/usr/bin", "/usr/local/bin"])
+    if not path or not os.access(path, os.X_OK):
+        return None, [], (
+            "nvidia-smi not found (looked for %r): install the NVIDIA driver (580 or newer for Blackwell, "
+            "e.g. nvidia-open-580 on Ubuntu) or set nvidia_smi to its path" % name)
+    cmd = [path, "--query-gpu=%s" % ",".join(QUERY_FIELDS), "--format=csv,nounits"]
+    env = dict(os.environ, LC_ALL="C")
+    try:
+        proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+                              timeout=module.params["timeout"], universal_newlines=True)
+    except subprocess.TimeoutExpired:
+        return path, [], "%s did not answer within %ds: the driver may be hung" % (path, module.params["timeout"])
+    out = proc.stdout
+    if proc.returncode != 0:
+        return path, [], "%s exited %d: %s" % (" ".join(cmd), proc.returncode, (proc.stderr or out).strip())
+    try:
+        return path, parse_nvidia_smi_csv(out), None
+    except FactsError as exc:
+        return path, [], "could not read nvidia-smi output: %s" % exc
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            nvidia_smi=dict(type="str", default="nvidia-smi"),
+            required=dict(type="bool", default=True),
+            disk_paths=dict(type="list", elements="path", default=[]),
+            timeout=dict(type="int", default=30),
+        ),
+        supports_check_mode=True,
+    )
+    if module.params["timeout"] < 1:
+        module.fail_json(msg="timeout must be at least 1 second")
+
+    path, gpus, error = _query_gpus(module)
+    if error is None and not gpus:
+        error = "nvidia-smi (%s) lists no GPU: check that the driver is loaded (lsmod | grep nvidia)" % path
+    if error and module.params["required"]:
+        module.fail_json(msg=error, nvidia_smi=path)
+
+    try:
+        with open("/proc/cpuinfo") as handle:
+            cpu = parse_cpuinfo(handle.read())
+        mem = read_meminfo()
+    except (IOError, OSError) as exc:
+        module.fail_json(msg="cannot read CPU/memory information: %s" % exc)
+
+    facts = summarize(gpus, cpu, platform.machine(), mem, path)
+    facts["gpu_error"] = error
+    facts["disk"] = dict((p, _disk_free(p)) for p in module.params["disk_paths"])
+    module.exit_json(changed=False, ansible_facts={"sparkforge": facts})
+
+
+if __name__ == "__main__":
+    main()

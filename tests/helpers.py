@@ -1,0 +1,63 @@
+"""Helpers shared by the integration tests (tests/) and the collection's unit tests.
+
+``run_module`` runs one of the collection's modules for real, the way Ansible
+does on a target (a child Python process reading ANSIBLE_MODULE_ARGS), without
+a playbook: fast, and the module under test is the real file.
+"""
+
+import glob
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import yaml
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+COLLECTIONS = os.path.join(REPO, "collections")
+COLLECTION = os.path.join(COLLECTIONS, "ansible_collections", "sparkforge", "stack")
+MODULES = os.path.join(COLLECTION, "plugins", "modules")
+MANIFEST_DIR = os.path.join(COLLECTION, "roles", "manifest", "defaults", "main")
+
+
+def load_manifest():
+    """Every file of the stack's version manifest, merged (what the roles see)."""
+    data = {}
+    for path in sorted(glob.glob(os.path.join(MANIFEST_DIR, "*.yml"))):
+        with open(path) as handle:
+            data.update(yaml.safe_load(handle) or {})
+    return data
+
+
+def run_module(name, args, check_mode=False, diff=False, env=None, timeout=600, python=None):
+    """Run plugins/modules/<name>.py with ``args``; return (result_dict, returncode).
+
+    The result carries ``failed``/``msg`` as Ansible would show them.
+    """
+    payload = dict(args)
+    payload["_ansible_check_mode"] = check_mode
+    payload["_ansible_diff"] = diff
+    payload.setdefault("_ansible_tmpdir", tempfile.gettempdir())
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as handle:
+        json.dump({"ANSIBLE_MODULE_ARGS": payload}, handle)
+        args_file = handle.name
+    child_env = dict(os.environ)
+    child_env["PYTHONPATH"] = os.pathsep.join([COLLECTIONS] + [p for p in [child_env.get("PYTHONPATH")] if p])
+    if env:
+        child_env.update(env)
+    try:
+        proc = subprocess.run(
+            [python or sys.executable, os.path.join(MODULES, name + ".py"), args_file],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=child_env, timeout=timeout,
+            universal_newlines=True,
+        )
+    finally:
+        os.unlink(args_file)
+    try:
+        result = json.loads(proc.stdout.strip().splitlines()[-1]) if proc.stdout.strip() else {}
+    except ValueError:
+        result = {"failed": True, "msg": "module printed no JSON", "stdout": proc.stdout}
+    if proc.stderr:
+        result.setdefault("_stderr", proc.stderr)
+    return result, proc.returncode
