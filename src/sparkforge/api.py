@@ -644,9 +644,6 @@ def run_playbook(action, inventory, playbook=None, limit=None, extravars=None, c
         extra = parse_extravars([extravars] if isinstance(extravars, (dict, str)) else extravars)
     except (ValueError, OSError, yaml.YAMLError) as exc:
         return _error_result(action, str(exc), **common)
-    if not os.path.isfile(playbook):
-        return _error_result(action, "playbook not found: %s" % playbook, **common)
-
     if artifacts_dir:
         os.makedirs(artifacts_dir, exist_ok=True)
         workdir = tempfile.mkdtemp(prefix="run-%s-" % run_id, dir=artifacts_dir)
@@ -656,8 +653,10 @@ def run_playbook(action, inventory, playbook=None, limit=None, extravars=None, c
     try:
         inv, problem = _resolve_inventory(inventory, workdir)
         if problem:
-            return _error_result(action, problem, artifacts_dir=workdir if keep else None, **common)
+            return _error_result(action, problem, **common)
         common["inventory"] = inv
+        if not os.path.isfile(playbook):
+            return _error_result(action, "playbook not found: %s" % playbook, **common)
         extra.setdefault("sparkforge_run_id", run_id)
         extra.setdefault("sparkforge_reports_dir", os.path.join(root, "reports"))
 
