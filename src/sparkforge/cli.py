@@ -114,6 +114,14 @@ class RichDisplay:
             if status.get("done") is not None and status.get("total"):
                 info += " %s/%s" % (status.get("done"), status.get("total"))
             self.progress.update(self.bars[key], completed=event.percent or 0, info=info)
+            if event.state in ("done", "failed"):
+                # A finished build leaves one line behind and frees its live bar.
+                self.progress.remove_task(self.bars.pop(key))
+                console.print("  %s: build %s %s (phase %s%s)%s" % (
+                    event.host, key[1], event.state, event.phase or "?",
+                    " %s/%s" % (status.get("done"), status.get("total")) if status.get("total") else "",
+                    " in %ss" % status.get("elapsed_s") if status.get("elapsed_s") is not None else ""),
+                    highlight=False, markup=False)
 
     def close(self):
         self.progress.stop()
