@@ -236,3 +236,24 @@ def test_build_status_from_a_slurped_status_file():
     assert found == [dict(status, percent=45.0)]
     assert api.extract_build_status({"results": [{"build_status": status}, {"status_file": "/x.json"}]}) == \
         [dict(status, percent=45.0)]
+
+
+def test_rescued_and_ignored_failures_do_not_count():
+    events = []
+    result = api.provision(INVENTORY, playbook=os.path.join(FIXTURES, "rescue.yml"), on_event=events.append)
+    good = result.hosts["good"]
+    assert result.summary() == {"good": "ok"} and result.exit_code() == 0
+    assert good.failures == [] and good.rescued == 1 and good.ignored == 1
+    assert [(f.task, f.rc, f.rescued) for f in good.rescued_failures] == [("Fail inside the block", 1, True)]
+    ignored = [e for e in events if e.kind == "host" and e.task == "Fail but carry on"]
+    assert ignored[0].state == "ok" and ignored[0].message.startswith("ignored: ")
+
+
+def test_command_failure_message_has_rc_and_stderr():
+    result = api.provision(INVENTORY, playbook=os.path.join(FIXTURES, "rescue.yml"),
+                           extravars={"fail_for_real": True})
+    failure = result.hosts["good"].failures[0]
+    assert result.summary() == {"good": "failed"} and result.exit_code() == api.EXIT_FAILED
+    assert failure.task == "Fail for real after a command error" and failure.rc == 2
+    assert failure.message.startswith("non-zero return code (rc=2): ")
+    assert "/nonexistent-sparkforge-path" in failure.message and "No such file" in failure.stderr

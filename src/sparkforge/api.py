@@ -82,7 +82,7 @@ import tempfile
 import threading
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Dict, List, Optional
 
 import yaml
 
@@ -127,6 +127,7 @@ class Failure:
     rc: Optional[int] = None
     stderr: Optional[str] = None
     unreachable: bool = False
+    rescued: bool = False  # a rescue block handled it and the host went on
 
 
 @dataclass
@@ -143,6 +144,7 @@ class HostResult:
     ignored: int = 0
     unreachable: bool = False
     failures: List[Failure] = field(default_factory=list)
+    rescued_failures: List[Failure] = field(default_factory=list)
     reports: List[str] = field(default_factory=list)
     wheels: Dict[str, str] = field(default_factory=dict)
     builds: Dict[str, Dict[str, Any]] = field(default_factory=dict)
@@ -423,6 +425,10 @@ class _Collector:
             if not host:
                 return
             result = self.host(host)
+            # A failed host leaves the play: any later result means a rescue block caught the failure.
+            for failure in result.failures:
+                if not failure.unreachable:
+                    failure.rescued = True
             if isinstance(res, dict):
                 for status in extract_build_status(res):
                     key = str(status.get("build") or task or "build")
@@ -502,7 +508,7 @@ class _Collector:
             if stats.get("dark", {}).get(name):
                 result.unreachable = True
         for result in self.hosts.values():
-            real_failures = [f for f in result.failures if not f.unreachable]
+            real_failures = [f for f in result.failures if not f.unreachable and not f.rescued]
             if result.unreachable:
                 result.state = "unreachable"
             elif result.failed or (not stats and real_failures):
@@ -515,9 +521,9 @@ class _Collector:
                 result.state = "skipped"
             if not result.failed and real_failures and not stats:
                 result.failed = len(real_failures)
-            if result.state in ("ok", "changed", "skipped") and real_failures and result.rescued:
-                # Failures that a rescue block handled are not the host's failures.
-                result.failures = [f for f in result.failures if f.unreachable]
+            # Failures that a rescue block handled are not the host's failures.
+            result.rescued_failures = [f for f in result.failures if f.rescued]
+            result.failures = [f for f in result.failures if not f.rescued]
         return self.hosts
 
 
@@ -525,8 +531,8 @@ class _Collector:
 
 
 def _run_id():
-    now = datetime.datetime.now()
-    return now.strftime("%Y%m%dT%H%M%S") + "-%d" % (os.getpid() % 100000)
+    """Sortable and unique enough for one controller: local time to the microsecond."""
+    return datetime.datetime.now().strftime("%Y%m%dT%H%M%S-%f")
 
 
 def _load_extravars_file(path):
