@@ -12,6 +12,7 @@ import base64
 import hashlib
 import json
 import os
+import time
 
 import pytest
 
@@ -257,3 +258,28 @@ def test_command_failure_message_has_rc_and_stderr():
     assert failure.task == "Fail for real after a command error" and failure.rc == 2
     assert failure.message.startswith("non-zero return code (rc=2): ")
     assert "/nonexistent-sparkforge-path" in failure.message and "No such file" in failure.stderr
+
+
+def test_limit_matching_no_host_is_a_usage_error():
+    result = api.provision(INVENTORY, playbook=SITE, limit="no-such-host")
+    assert result.status == "error" and result.exit_code() == api.EXIT_USAGE
+    assert "no hosts to target" in result.error
+    assert any("no-such-host" in w for w in result.warnings)
+
+
+def test_stream_cancel_stops_the_run(tmp_path):
+    # A build of 200 polls (minutes): only a working cancel ends this test quickly.
+    run = api.stream(api.provision, INVENTORY, playbook=SITE, limit="builder", tags=["install"],
+                     extravars=dict(_vars(tmp_path), fixture_build_steps=200))
+    started = time.monotonic()
+    seen = []
+    for event in run:
+        seen.append(event)
+        if event.kind == "build":
+            run.cancel()
+    assert run.result.status == "canceled"
+    assert "canceled" in run.result.error
+    assert run.result.exit_code() == api.EXIT_ERROR
+    assert seen[-1].kind != "stats"  # no recap: the playbook did not get to its end
+    assert [e.percent for e in seen if e.kind == "build"][-1] < 50.0
+    assert time.monotonic() - started < 60
