@@ -76,6 +76,7 @@ import datetime
 import json
 import os
 import queue
+import shlex
 import shutil
 import sys
 import tempfile
@@ -300,9 +301,12 @@ def _failure_message(res):
         msg = "task failed"
     msg = _text(msg)
     if isinstance(res.get("rc"), int) and res.get("rc") != 0:
-        tail = _text(res.get("stderr") or res.get("stdout"), 500)
+        tail = _text(res.get("stderr") or res.get("module_stderr") or res.get("stdout")
+                     or res.get("module_stdout"), 500)
         if tail and tail not in msg:
             msg = "%s (rc=%s): %s" % (msg, res["rc"], tail)
+        elif not tail:
+            msg = "%s (rc=%s)" % (msg, res["rc"])
     return msg
 
 
@@ -572,7 +576,6 @@ def parse_extravars(items):
                 raise ValueError("extra-vars %r is not a mapping" % text)
             merged.update(value)
         else:
-            import shlex
             for token in shlex.split(text):
                 if "=" not in token:
                     raise ValueError("extra-vars %r: expected key=value, @file or a JSON mapping" % token)
@@ -641,7 +644,8 @@ def run_playbook(action, inventory, playbook=None, limit=None, extravars=None, c
     root = project_root(project_dir)
     playbook = playbook or os.path.join(root, "playbooks", "spark.yml")
     if not os.path.isabs(playbook):
-        playbook = os.path.join(root, playbook)
+        # Relative to the current directory when it is there, else to the project.
+        playbook = os.path.abspath(playbook) if os.path.isfile(playbook) else os.path.join(root, playbook)
     tags = [tags] if isinstance(tags, str) else (list(tags) if tags else None)
     skip_tags = [skip_tags] if isinstance(skip_tags, str) else (list(skip_tags) if skip_tags else None)
     run_id = run_id or _run_id()
@@ -678,7 +682,12 @@ def run_playbook(action, inventory, playbook=None, limit=None, extravars=None, c
         if envvars:
             env.update({str(k): str(v) for k, v in envvars.items()})
         if not os.path.isfile(env["ANSIBLE_CONFIG"]):
+            # No ansible.cfg (an installed package run elsewhere): still find the collection.
             del env["ANSIBLE_CONFIG"]
+            if os.path.isdir(os.path.join(root, "collections")) and "ANSIBLE_COLLECTIONS_PATH" not in env:
+                env["ANSIBLE_COLLECTIONS_PATH"] = os.pathsep.join(
+                    [os.path.join(root, "collections")] +
+                    [p for p in [os.environ.get("ANSIBLE_COLLECTIONS_PATH")] if p])
         if shutil.which("ansible-playbook", path=env.get("PATH", os.environ.get("PATH"))) is None:
             return _error_result(action, "ansible-playbook not found on PATH (install ansible-core)",
                                  kind="runner", **common)
@@ -728,7 +737,11 @@ def run_playbook(action, inventory, playbook=None, limit=None, extravars=None, c
         hosts = collector.finish()
         stdout_text = ""
         try:
-            stdout_text = runner.stdout.read()
+            handle = runner.stdout
+            try:
+                stdout_text = handle.read()
+            finally:
+                handle.close()
         except (OSError, ValueError, AttributeError):
             pass
         result = RunResult(action=action, status=runner.status, rc=runner.rc if runner.rc is not None else -1,
@@ -744,7 +757,7 @@ def run_playbook(action, inventory, playbook=None, limit=None, extravars=None, c
             result.error = _playbook_error(collector.errors, stdout_text) or \
                 "ansible-playbook exited with rc=%s" % runner.rc
         elif not collector.stats.get("processed") and not hosts:
-            result.warnings.append("no hosts matched (inventory %s, limit %s)" % (inv, limit))
+            result.warnings.append("no task ran on any host (limit %s, tags %s)" % (limit, ",".join(tags or [])))
         return result
     finally:
         if not keep:
