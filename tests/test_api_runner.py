@@ -147,9 +147,10 @@ def test_plan_collects_plan_facts_and_problems(tmp_path):
     assert result.summary() == {"broken": "failed", "builder": "ok", "good": "ok"}
     assert result.hosts["builder"].plan["platform_class"] == "fixture_builder"
     assert result.hosts["builder"].problems == []
+    assert result.hosts["broken"].plan_problems == [{"check": None, "message": "no GPU found (fixture)"}]
     assert result.hosts["broken"].problems == [
-        "Refuse unsupported hosts: fixture host broken is not supported: no GPU found",
         "no GPU found (fixture)",
+        "Refuse unsupported hosts: fixture host broken is not supported: no GPU found",
     ]
     assert result.exit_code() == api.EXIT_FAILED
     # Planning stops after preflight: nothing written, no install task started.

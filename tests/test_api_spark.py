@@ -24,12 +24,21 @@ def _has_gpu():
 def test_plan_of_spark_playbook_on_a_gpu_less_controller(tmp_path):
     events = []
     result = api.plan("localhost,", extravars={"ansible_connection": "local",
+                                               "ansible_python_interpreter": "{{ ansible_playbook_python }}",
                                                "sparkforge_reports_dir": str(tmp_path / "reports")},
                       on_event=events.append)
     assert result.error is None, result.error
     assert list(result.hosts) == ["localhost"]
     host = result.hosts["localhost"]
-    assert host.state == "failed"
-    assert host.problems and all(p.strip() for p in host.problems)
+    assert host.state == "failed" and host.ready is False
+    # The structured problems of the preflight, each with its check and what to do.
+    checks = [p["check"] for p in host.plan_problems]
+    assert "gpu" in checks
+    assert all(p["message"].strip() for p in host.plan_problems)
+    # The preflight's summary failure quotes them all, so problems lists each once.
+    assert host.problems == [p["message"] for p in host.plan_problems]
+    assert host.failures[0].task.startswith("Stop here when the host is not ready")
+    assert isinstance(host.plan, dict) and host.plan.get("steps")
     assert result.exit_code() == api.EXIT_FAILED
-    assert any(e.kind == "task" for e in events) and events[-1].kind == "stats"
+    tasks = [e for e in events if e.kind == "task"]
+    assert any(e.role == "preflight" for e in tasks) and events[-1].kind == "stats"

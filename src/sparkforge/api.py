@@ -7,8 +7,9 @@ Four entry points, each returning a :class:`RunResult` (or a :class:`Report`):
     extra variable ``sparkforge_plan_only: true``: the preflight role inspects each
     host, publishes the fact ``sparkforge_plan`` (``set_fact``) and fails the host
     when it cannot be provisioned. Each :class:`HostResult` carries ``plan`` (the
-    published fact) and ``problems`` (failed preflight tasks plus the fact's own
-    ``problems`` list, when it has one).
+    published fact), ``plan_problems`` (the ``sparkforge_problems`` fact: dicts
+    with ``check`` and ``message``), ``ready`` (the ``sparkforge_ready`` fact) and
+    ``problems`` (those messages plus any other failed task, as strings).
 ``provision(inventory, ...)``
     Runs the whole playbook (or ``tags``), optionally in check mode.
 ``verify(inventory, ...)``
@@ -150,6 +151,8 @@ class HostResult:
     wheels: Dict[str, str] = field(default_factory=dict)
     builds: Dict[str, Dict[str, Any]] = field(default_factory=dict)
     plan: Optional[Dict[str, Any]] = None
+    plan_problems: List[Dict[str, Any]] = field(default_factory=list)
+    ready: Optional[bool] = None
 
     @property
     def message(self):
@@ -158,13 +161,18 @@ class HostResult:
 
     @property
     def problems(self):
-        """Failure messages plus the plan's own ``problems`` list, as strings."""
-        found = ["%s: %s" % (f.task, f.message) if f.task else f.message for f in self.failures]
-        if isinstance(self.plan, dict):
-            extra = self.plan.get("problems") or []
-            if isinstance(extra, str):
-                extra = [extra]
-            found.extend(str(p) for p in extra if str(p) not in found)
+        """Everything that stops this host, as strings: the plan's problems, then failures.
+
+        A failure whose message already quotes every plan problem (the preflight's
+        "Preflight found N problem(s)" summary) is not repeated.
+        """
+        found = [p.get("message") or json.dumps(p, sort_keys=True) for p in self.plan_problems]
+        for failure in self.failures:
+            if found and all(text in failure.message for text in found):
+                continue
+            text = "%s: %s" % (failure.task, failure.message) if failure.task else failure.message
+            if text not in found:
+                found.append(text)
         return found
 
     def to_dict(self):
@@ -308,6 +316,11 @@ def _failure_message(res):
         elif not tail:
             msg = "%s (rc=%s)" % (msg, res["rc"])
     return msg
+
+
+def _problem_dicts(items):
+    """Preflight problems as ``{"check": ..., "message": ...}`` dicts (strings become messages)."""
+    return [dict(item) if isinstance(item, dict) else {"check": None, "message": str(item)} for item in items]
 
 
 def _iter_results(res):
@@ -458,8 +471,14 @@ class _Collector:
                 facts = res.get("ansible_facts")
                 if isinstance(facts, dict) and isinstance(facts.get("sparkforge_plan"), dict):
                     result.plan = facts["sparkforge_plan"]
+                    if isinstance(result.plan.get("problems"), list):
+                        result.plan_problems = _problem_dicts(result.plan["problems"])
                 elif isinstance(res.get("sparkforge_plan"), dict):
                     result.plan = res["sparkforge_plan"]
+                if isinstance(facts, dict) and isinstance(facts.get("sparkforge_problems"), list):
+                    result.plan_problems = _problem_dicts(facts["sparkforge_problems"])
+                if isinstance(facts, dict) and "sparkforge_ready" in facts:
+                    result.ready = bool(facts["sparkforge_ready"])
                 state = "changed" if res.get("changed") else "ok"
                 self.emit(ProgressEvent("host", host=host, task=task, role=role, action=action,
                                         state=state, counter=counter))
