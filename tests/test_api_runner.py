@@ -222,11 +222,14 @@ def test_host_list_inventory(tmp_path):
 def test_parse_extravars(tmp_path):
     path = tmp_path / "vars.yml"
     path.write_text("torch_arch_list: ['12.1']\nserial: 2\n")
-    merged = api.parse_extravars(["a=1 b='two words'", "@" + str(path), '{"c": {"d": true}}', {"e": 5}])
+    merged = api.parse_extravars(["a=1 b='two words'", "@" + str(path), '{"c": {"d": true}}', {"e": 5},
+                                  "py={{ ansible_playbook_python }}"])
     assert merged == {"a": "1", "b": "two words", "torch_arch_list": ["12.1"], "serial": 2,
-                      "c": {"d": True}, "e": 5}
+                      "c": {"d": True}, "e": 5, "py": "{{ ansible_playbook_python }}"}
     with pytest.raises(ValueError, match="expected key=value"):
         api.parse_extravars(["novalue"])
+    with pytest.raises(ValueError, match="expected key=value"):
+        api.parse_extravars(["a=1 =x"])
 
 
 def test_build_status_from_a_slurped_status_file():

@@ -77,7 +77,6 @@ import datetime
 import json
 import os
 import queue
-import shlex
 import shutil
 import sys
 import tempfile
@@ -595,13 +594,17 @@ def parse_extravars(items):
                 raise ValueError("extra-vars %r is not a mapping" % text)
             merged.update(value)
         else:
-            for token in shlex.split(text):
-                if "=" not in token:
-                    raise ValueError("extra-vars %r: expected key=value, @file or a JSON mapping" % token)
-                key, value = token.split("=", 1)
-                if not key:
-                    raise ValueError("extra-vars %r: empty variable name" % token)
-                merged[key] = value
+            # ansible-playbook's own key=value splitter: quotes and {{ jinja }} with spaces work.
+            from ansible.parsing.splitter import parse_kv
+
+            try:
+                pairs = parse_kv(text)
+            except Exception as exc:  # ansible raises its own error types for bad quoting
+                raise ValueError("extra-vars %r: %s" % (text, exc))
+            if "_raw_params" in pairs:
+                raise ValueError("extra-vars %r: expected key=value, @file or a JSON mapping"
+                                 % pairs["_raw_params"])
+            merged.update(pairs)
     return merged
 
 
@@ -685,7 +688,8 @@ def run_playbook(action, inventory, playbook=None, limit=None, extravars=None, c
             return _error_result(action, problem, **common)
         common["inventory"] = inv
         if not os.path.isfile(playbook):
-            return _error_result(action, "playbook not found: %s" % playbook, **common)
+            return _error_result(action, "playbook not found: %s (run from the sparkforge checkout, or set "
+                                         "SPARKFORGE_HOME / --project-dir to it)" % playbook, **common)
         extra.setdefault("sparkforge_run_id", run_id)
         extra.setdefault("sparkforge_reports_dir", os.path.join(root, "reports"))
 
