@@ -141,8 +141,8 @@ def make_display(out, plain=False, verbose=False):
 
 def _print_summary(result, out):
     write = out.write
-    write("\n%s: %s (rc=%s, %.1fs)%s\n" % (result.action, result.status, result.rc, result.duration_s,
-                                          " run %s" % result.run_id if result.run_id else ""))
+    run = " run %s" % result.run_id if result.run_id else ""
+    write("\n%s: %s (rc=%s, %.1fs)%s\n" % (result.action, result.status, result.rc, result.duration_s, run))
     if result.error:
         write("ERROR: %s\n" % result.error)
     if result.hosts:
