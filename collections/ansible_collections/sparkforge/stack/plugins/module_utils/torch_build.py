@@ -670,4 +670,3 @@ def wheel_matches(filename, version):
         return False
     wheel_version = parts[1].split("+")[0]
     return wheel_version == str(version)
-

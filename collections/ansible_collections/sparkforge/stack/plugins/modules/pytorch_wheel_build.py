@@ -25,7 +25,7 @@ description:
   - The wheel is published atomically into I(wheel_dir) with a JSON build manifest next to it.
   - In check mode returns the plan and the full environment without building.
 author:
-  - sparkforge developers
+  - sparkforge developers (@sparkforge)
 options:
   torch_data:
     description:
@@ -386,7 +386,7 @@ def find_published(wheel_dir, key):
 
 
 def check_build_deps(python, requirements):
-    names = [r for r in requirements]
+    names = list(requirements)
     code = (
         "import sys, re\n"
         "from importlib import metadata\n"
