@@ -263,8 +263,8 @@ def test_find_cusparselt(tmp_path):
 
 
 def test_env_is_clean_and_extra_env_wins():
-    env = env_for(extra_env={"USE_KINETO": "0", "FOO": 1}, caller_env={"https_proxy": "http://p:3128",
-                                                                        "LD_LIBRARY_PATH": "/evil", "CFLAGS": "-O0"})
+    caller = {"https_proxy": "http://p:3128", "LD_LIBRARY_PATH": "/evil", "CFLAGS": "-O0"}
+    env = env_for(extra_env={"USE_KINETO": "0", "FOO": 1}, caller_env=caller)
     assert env["USE_KINETO"] == "0" and env["FOO"] == "1"
     assert env["https_proxy"] == "http://p:3128"
     assert "CFLAGS" not in env and "/evil" not in env["LD_LIBRARY_PATH"]
