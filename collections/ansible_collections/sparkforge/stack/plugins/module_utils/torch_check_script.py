@@ -85,6 +85,16 @@ OUT["device"] = {"name": props.name, "capability": "%d.%d" % cap, "sm_count": pr
                  "memory_bytes": props.total_memory, "integrated": bool(getattr(props, "is_integrated", False)),
                  "l2_bytes": getattr(props, "L2_cache_size", None), "count": torch.cuda.device_count()}
 OUT["arch_list"] = torch.cuda.get_arch_list()
+OUT["runtime"] = {"env": dict((k, os.environ.get(k)) for k in (
+    "CUDA_MODULE_LOADING", "PYTORCH_CUDA_ALLOC_CONF", "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE", "TRITON_PTXAS_PATH",
+    "TRITON_PTXAS_BLACKWELL_PATH", "SPARKFORGE_SDPA_DISABLE") if os.environ.get(k) is not None)}
+if CFG.get("tf32_override_configured"):
+    OUT["runtime"]["env"]["TORCH_ALLOW_TF32_CUBLAS_OVERRIDE"] = CFG["tf32_override_configured"] + " (configured; unset for the checks)"
+for _name in ("flash", "mem_efficient", "cudnn", "math"):
+    try:
+        OUT["runtime"]["sdp_%s_enabled" % _name] = bool(getattr(torch.backends.cuda, "%s_sdp_enabled" % _name)())
+    except Exception:
+        pass
 DEV = "cuda"
 ONLY = set(CFG.get("checks") or [])
 SCALE = float(CFG.get("bench_scale", 1.0))
