@@ -454,25 +454,27 @@ def library_summary(entries, target):
 
 
 def _verdict(sass, ptx, target):
-    """The level of the runnable SASS that carries the most kernels (ties: the better level).
+    """The level of the runnable SASS that carries the most code (ties: the better level).
 
-    An arch-specific 'a' cubin that holds a handful of extra kernels next to a
-    full compatible set (torch's sm_121a kernels beside its sm_120 build) does
-    not make the library native; where kernel counts are unknown the best level wins.
+    "Most code" is the kernel count when every runnable arch has one, else the
+    number of cubins (one per translation unit).  So an arch-specific 'a' cubin
+    holding a handful of extra kernels next to a full compatible set (torch
+    2.11's one sm_121a cubin beside 444 sm_120 cubins) does not make the
+    library native.
     """
     runnable = []
     for arch, slot in sass.items():
         level = arch_level(arch, target)
         if level:
-            runnable.append((level, arch, slot["kernels"]))
-    via = sorted(arch for _level, arch, _k in runnable)
+            runnable.append((level, arch, slot["kernels"], slot["entries"]))
+    via = sorted(arch for _level, arch, _k, _e in runnable)
     if runnable:
-        if all(k is not None for _l, _a, k in runnable):
-            most = max(k for _l, _a, k in runnable)
-            candidates = [r for r in runnable if r[2] == most]
+        if all(r[2] is not None for r in runnable):
+            weight = dict((r[1], r[2]) for r in runnable)
         else:
-            candidates = runnable
-        return min((r[0] for r in candidates), key=_RANK.get), via
+            weight = dict((r[1], r[3]) for r in runnable)
+        most = max(weight.values())
+        return min((r[0] for r in runnable if weight[r[1]] == most), key=_RANK.get), via
     jit = [arch for arch in ptx if arch_level(arch, target)]
     if jit:
         return "jit", sorted(jit, key=_arch_sort_key)

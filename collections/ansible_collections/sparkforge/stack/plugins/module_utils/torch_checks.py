@@ -201,7 +201,7 @@ def render_markdown(report):
         lines.append("| %s | %s | %s | %s | %s | %s |" % (
             check["name"], check["status"].upper() if check["status"] == "fail" else check["status"],
             _fmt(check.get("rel_err"), 6) if check.get("rel_err") is not None else "-",
-            _fmt(check.get("tolerance")) if "tolerance" in check else "-", check.get("reference", "-"),
+            ("%g" % check["tolerance"]) if "tolerance" in check else "-", check.get("reference", "-"),
             (check.get("detail") or "").replace("|", "/")))
     lines += ["", "## Benchmarks (CUDA-event medians after warm-up)", "",
               "| group | benchmark | median ms | TFLOP/s | GB/s | % of peak |", "|---|---|---|---|---|---|"]

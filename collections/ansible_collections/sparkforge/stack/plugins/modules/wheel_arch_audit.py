@@ -22,9 +22,9 @@ description:
   - "Verdicts: C(native) (SASS for exactly the target), C(compatible) (SASS of the same major with a lower
     or equal minor, or a family C(f) target of that major), C(jit) (only PTX that the driver compiles, of
     an architecture at or below the target), C(unsupported). Arch-specific C(a) SASS counts only for exactly
-    its capability. When kernel counts are known, a library's verdict is that of the runnable SASS that
-    carries the most kernels, so a handful of extra C(sm_121a) kernels beside a full C(sm_120) build give
-    C(compatible), not C(native)."
+    its capability. A library's verdict is that of the runnable SASS that carries the most code (kernels
+    when every runnable arch has a count, else cubins), so a handful of extra C(sm_121a) kernels beside a
+    full C(sm_120) build give C(compatible), not C(native)."
   - The summary verdict is the weakest verdict of the libraries that hold GPU code.
   - Reads only; never changes the host.
 author:

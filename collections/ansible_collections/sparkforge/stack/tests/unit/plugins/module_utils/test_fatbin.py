@@ -345,6 +345,16 @@ def test_synthetic_library_two_containers_abi7_abi8_lz4():
     assert fatbin.library_summary(scan["entries"], (7, 5))["verdict"] == "unsupported"
 
 
+def test_unknown_kernel_counts_weigh_by_cubins():
+    """torch 2.11 cu130 (zstd cubins, no decoder): 444 sm_120 cubins and one sm_121a cubin -> compatible on 12.1."""
+    entries = ([{"kind": "elf", "arch": "sm_120", "cuobjdump_name": "sm_120", "kernels": None, "compression": "zstd"}] * 444
+               + [{"kind": "elf", "arch": "sm_121a", "cuobjdump_name": "sm_121a", "kernels": None, "compression": "zstd"}])
+    summary = fatbin.library_summary(entries, (12, 1))
+    assert summary["verdict"] == "compatible" and summary["via"] == ["sm_120", "sm_121a"]
+    assert summary["kernels"] == {"sm_120": None, "sm_121a": None}
+    assert fatbin.library_summary(entries[-1:], (12, 1))["verdict"] == "native"
+
+
 def test_entry_arch_must_match_cubin():
     fat = _container([_entry(2, 90, _cubin(80))])
     with pytest.raises(fatbin.FatbinError):
