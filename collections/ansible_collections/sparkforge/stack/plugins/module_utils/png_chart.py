@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: sparkforge developers
-# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """A tiny pure-Python PNG writer for horizontal bar charts (used when matplotlib is absent).
 
 Labels are drawn with a 5x7 bitmap font (upper case, digits and a few signs).
@@ -85,13 +85,13 @@ def text_width(text, scale=1):
 def bar_chart(path, title, bars, unit="%", width=900):
     """Write a horizontal bar chart PNG. ``bars``: list of (label, value, group index); value may be None."""
     row_h = 16
-    label_w = max([text_width(label) for label, _v, _g in bars] + [60]) + 16
+    label_w = max([text_width(bar[0]) for bar in bars] + [60]) + 16
     top = 34
     height = top + row_h * len(bars) + 24
     canvas = Canvas(width, height)
     canvas.text(8, 8, title, scale=2)
     plot_w = width - label_w - 80
-    values = [v for _l, v, _g in bars if v is not None]
+    values = [bar[1] for bar in bars if bar[1] is not None]
     vmax = max(values + [100.0 if unit == "%" else 1.0])
     for tick in (0.25, 0.5, 0.75, 1.0):
         x = label_w + int(plot_w * tick)

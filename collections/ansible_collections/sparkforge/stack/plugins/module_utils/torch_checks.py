@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: sparkforge developers
-# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """torch_verify's logic: run the check script in the venv, judge its output, render reports.
 
 Plain functions; the check script itself is in torch_check_script.SCRIPT.
@@ -11,6 +11,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import json
+import math
 import os
 import re
 import subprocess
@@ -152,7 +153,7 @@ def derived_figures(benchmarks, checks):
         out["tf32_speedup"] = round(gemm["fp32"]["median_ms"] / gemm["tf32"]["median_ms"], 2)
     passed = set(c["name"][len("sdpa_"):] for c in checks if c["name"].startswith("sdpa_") and c["status"] == "pass")
     timed = [(b["median_ms"], b.get("backend")) for b in benchmarks
-             if b["group"] == "sdpa" and b.get("backend") in passed and b["median_ms"] == b["median_ms"]]
+             if b["group"] == "sdpa" and b.get("backend") in passed and not math.isnan(b["median_ms"])]
     out["sdpa_fastest_correct"] = min(timed)[1] if timed else None
     return out
 
@@ -161,7 +162,7 @@ def _fmt(value, digits=2):
     if value is None:
         return "-"
     if isinstance(value, float):
-        if value != value:
+        if math.isnan(value):
             return "n/a"
         return ("%." + str(digits) + "f") % value
     return str(value)
@@ -188,9 +189,9 @@ def render_markdown(report):
               "| SMs | %s |" % dev["sm_count"],
               "| memory | %.1f GiB%s |" % (dev["memory_bytes"] / 2.0 ** 30, " (unified)" if dev.get("integrated") else ""),
               "| torch arch list | %s |" % " ".join(report.get("arch_list", [])),
-              "| arch coverage | %s via %s%s |" % (cov.get("level"), ", ".join(cov.get("via") or []) or "-",
-                                                    "; warning: " + cov["capability_warning"] if cov.get("capability_warning") else ""),
-              ]
+              "| arch coverage | %s via %s%s |" % (
+                  cov.get("level"), ", ".join(cov.get("via") or []) or "-",
+                  "; warning: " + cov["capability_warning"] if cov.get("capability_warning") else "")]
     audit = report.get("audit")
     if audit:
         lines.append("| audit of torch/lib for %s | %s (%d libraries with GPU code) |" % (
@@ -254,8 +255,8 @@ def render_png(report, path):
     axis.invert_yaxis()
     axis.set_xlabel("% of platform peak")
     axis.set_title(title)
-    for index, bar in enumerate(bars):
-        axis.text(values[index], index, " %s" % ("n/a" if bar[1] is None else "%.0f%%" % bar[1]), va="center",
+    for index, item in enumerate(bars):
+        axis.text(values[index], index, " %s" % ("n/a" if item[1] is None else "%.0f%%" % item[1]), va="center",
                   fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=100)

@@ -1,7 +1,7 @@
 #!/usr/bin/python
 # -*- coding: utf-8 -*-
 # Copyright: sparkforge developers
-# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 
 from __future__ import absolute_import, division, print_function
 
@@ -31,7 +31,7 @@ description:
   - Without a GPU or without CUDA torch the result says so (RV(status) C(no_gpu) or C(no_torch)) and the
     module fails unless O(fail_on_failure=false).
 author:
-  - sparkforge developers
+  - sparkforge developers (@sparkforge)
 options:
   python:
     description: The stack venv's Python interpreter, which imports torch.
@@ -188,7 +188,6 @@ script_stderr_tail:
   type: str
 """
 
-import os
 import platform as pyplatform
 
 from ansible.module_utils.basic import AnsibleModule

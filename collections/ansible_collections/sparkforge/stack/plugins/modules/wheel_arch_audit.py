@@ -1,7 +1,7 @@
 #!/usr/bin/python
 # -*- coding: utf-8 -*-
 # Copyright: sparkforge developers
-# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 
 from __future__ import absolute_import, division, print_function
 
@@ -28,7 +28,7 @@ description:
   - The summary verdict is the weakest verdict of the libraries that hold GPU code.
   - Reads only; never changes the host.
 author:
-  - sparkforge developers
+  - sparkforge developers (@sparkforge)
 options:
   path:
     description:
@@ -60,8 +60,10 @@ options:
     default: nvidia-smi
 attributes:
   check_mode:
+    description: The module only reads; check mode returns the same result.
     support: full
   diff_mode:
+    description: Not supported (nothing changes).
     support: none
 notes:
   - C(cuobjdump --list-elf) prints family (C(f)) cubins without the letter (C(sm_120f) as C(sm_120));

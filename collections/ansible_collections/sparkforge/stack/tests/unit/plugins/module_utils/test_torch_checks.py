@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: sparkforge developers
-# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """torch_verify's logic without a GPU: the check script's no-torch / no-GPU paths, judging, rendering."""
 
 from __future__ import absolute_import, division, print_function
