@@ -47,7 +47,7 @@ class Canvas:
     def __init__(self, width, height, background=WHITE):
         self.width = width
         self.height = height
-        self.rows = [bytearray(bytes(background) * width) for _ in range(height)]
+        self.rows = [bytearray(bytes(background) * width) for _row in range(height)]
 
     def rect(self, x0, y0, x1, y1, color):
         x0, x1 = max(0, int(x0)), min(self.width, int(x1))
@@ -85,13 +85,13 @@ def text_width(text, scale=1):
 def bar_chart(path, title, bars, unit="%", width=900):
     """Write a horizontal bar chart PNG. ``bars``: list of (label, value, group index); value may be None."""
     row_h = 16
-    label_w = max([text_width(bar[0]) for bar in bars] + [60]) + 16
+    label_w = max([text_width(item[0]) for item in bars] + [60]) + 16
     top = 34
     height = top + row_h * len(bars) + 24
     canvas = Canvas(width, height)
     canvas.text(8, 8, title, scale=2)
     plot_w = width - label_w - 80
-    values = [bar[1] for bar in bars if bar[1] is not None]
+    values = [item[1] for item in bars if item[1] is not None]
     vmax = max(values + [100.0 if unit == "%" else 1.0])
     for tick in (0.25, 0.5, 0.75, 1.0):
         x = label_w + int(plot_w * tick)
