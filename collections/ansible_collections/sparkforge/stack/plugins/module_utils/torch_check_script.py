@@ -435,11 +435,126 @@ def run_benchmarks():
               extra={"sequences_per_s": round(8 / ms * 1e3, 1)})
 
 
+def more_benchmarks():
+    """The rest of seed 003's list, each group on its own so one failure does not stop the others."""
+    import torch.nn.functional as F
+    errors = OUT.setdefault("benchmark_errors", [])
+
+    def guarded(name, func):
+        try:
+            func()
+        except Exception as exc:
+            errors.append("%s: %s: %s" % (name, type(exc).__name__, str(exc).splitlines()[0][:300] if str(exc) else ""))
+        torch.cuda.empty_cache()
+
+    def gemm_sweep():
+        for n in (1024, 2048, 4096, 16384):
+            a = torch.randn(n, n, device=DEV, dtype=torch.float16)
+            b = torch.randn(n, n, device=DEV, dtype=torch.float16)
+            add_bench("gemm_sweep", "fp16 %dx%dx%d" % (n, n, n), bench(lambda: a @ b, iters(10 if n < 16384 else 5)),
+                      flops=2.0 * n ** 3, kind="fp16")
+        n = 4096
+        a = torch.randn(n, n, device=DEV, dtype=torch.float64)
+        add_bench("gemm_sweep", "fp64 %dx%dx%d" % (n, n, n), bench(lambda: a @ a, iters(3)), flops=2.0 * n ** 3)
+
+    def batched_tf32():
+        torch.backends.cuda.matmul.allow_tf32 = True
+        a = torch.randn(32, 1024, 1024, device=DEV)
+        b = torch.randn(32, 1024, 1024, device=DEV)
+        add_bench("batched_gemm", "tf32 32x1024x1024", bench(lambda: torch.bmm(a, b), iters(20)),
+                  flops=2.0 * 32 * 1024 ** 3, kind="tf32")
+        torch.backends.cuda.matmul.allow_tf32 = False
+
+    def depthwise():
+        for ch, hw in ((64, 112), (256, 56), (512, 28)):
+            x = torch.randn(32, ch, hw, hw, device=DEV, dtype=torch.float16).to(memory_format=torch.channels_last)
+            conv = torch.nn.Conv2d(ch, ch, 3, padding=1, groups=ch).to(DEV, torch.float16).to(
+                memory_format=torch.channels_last)
+            with torch.no_grad():
+                add_bench("conv2d_depthwise", "fp16 B=32 C=%d %dx%d k3" % (ch, hw, hw), bench(lambda: conv(x), iters(20)),
+                          nbytes=2.0 * x.numel() * 2, kind="mem_bw")
+
+    def sdpa_default():
+        for dtype, name, bsz, heads, seq, dim in ((torch.float16, "fp16", 8, 12, 512, 64),
+                                                  (torch.float16, "fp16", 8, 12, 2048, 64),
+                                                  (torch.bfloat16, "bf16", 4, 32, 2048, 128)):
+            q, k, v = (torch.randn(bsz, heads, seq, dim, device=DEV, dtype=dtype) for _ in range(3))
+            add_bench("sdpa_default", "%s B=%d H=%d S=%d D=%d (default dispatch)" % (name, bsz, heads, seq, dim),
+                      bench(lambda: F.scaled_dot_product_attention(q, k, v), iters(20)),
+                      flops=4.0 * bsz * heads * seq * seq * dim, kind=name)
+
+    def linear():
+        for dtype, name, rows, out in ((torch.float16, "fp16", 1, 11008), (torch.float16, "fp16", 128, 4096),
+                                       (torch.bfloat16, "bf16", 512, 4096)):
+            x = torch.randn(32, rows, 4096, device=DEV, dtype=dtype)
+            lin = torch.nn.Linear(4096, out, device=DEV, dtype=dtype)
+            with torch.no_grad():
+                add_bench("linear", "%s [32,%d,4096]->%d" % (name, rows, out), bench(lambda: lin(x), iters(20)),
+                          flops=2.0 * 32 * rows * 4096 * out, kind=name)
+
+    def vector_add():
+        n = 256 * 1024 * 1024  # 512 MB of fp16 per operand
+        a = torch.randn(n, device=DEV, dtype=torch.float16)
+        b = torch.randn(n, device=DEV, dtype=torch.float16)
+        c = torch.empty_like(a)
+        add_bench("memory", "vector add fp16 3x512 MB", bench(lambda: torch.add(a, b, out=c), iters(20)),
+                  nbytes=3.0 * n * 2, kind="mem_bw", extra={"counts": "2 reads + 1 write"})
+
+    def encoder_fp16():
+        layer = torch.nn.TransformerEncoderLayer(1024, 16, 4096, batch_first=True, dtype=torch.float16, device=DEV)
+        enc = torch.nn.TransformerEncoder(layer, 6, enable_nested_tensor=False).eval()
+        for bsz, seq in ((8, 128), (4, 1024), (1, 4096)):
+            x = torch.randn(bsz, seq, 1024, device=DEV, dtype=torch.float16)
+            with torch.no_grad():
+                ms = bench(lambda: enc(x), iters(10))
+            add_bench("model", "transformer encoder 6x d=1024 h=16 fp16 B=%d S=%d" % (bsz, seq), ms,
+                      extra={"sequences_per_s": round(bsz / ms * 1e3, 1)})
+
+    def resnet50():
+        import torchvision
+        model = torchvision.models.resnet50(weights=None).to(DEV, torch.float16).to(memory_format=torch.channels_last).eval()
+        for bsz in (1, 64):
+            x = torch.randn(bsz, 3, 224, 224, device=DEV, dtype=torch.float16).to(memory_format=torch.channels_last)
+            with torch.no_grad():
+                ms = bench(lambda: model(x), iters(10))
+            add_bench("model", "resnet50 fp16 B=%d" % bsz, ms, extra={"images_per_s": round(bsz / ms * 1e3, 1)})
+
+    def compile_speedup():
+        model = torch.nn.Sequential(*[m for _ in range(4) for m in (torch.nn.Linear(1024, 1024), torch.nn.GELU(),
+                                                                    torch.nn.LayerNorm(1024))]).to(DEV).eval()
+        x = torch.randn(8, 1024, device=DEV)
+        compiled = torch.compile(model)
+        with torch.no_grad():
+            eager = bench(lambda: model(x), iters(30))
+            fast = bench(lambda: compiled(x), iters(30), warmup=5)
+        add_bench("compile", "MLP 4x(Linear+GELU+LayerNorm) d=1024 B=8 eager", eager)
+        add_bench("compile", "same, torch.compile (inductor)", fast, extra={"speedup": round(eager / fast, 2)})
+
+    def peer_copy():
+        if torch.cuda.device_count() < 2:
+            return
+        size = 1 << 30
+        src = torch.empty(size, dtype=torch.uint8, device="cuda:0")
+        dst = torch.empty(size, dtype=torch.uint8, device="cuda:1")
+        add_bench("multi_gpu", "GPU0 -> GPU1 1 GiB", bench(lambda: dst.copy_(src), iters(10)), nbytes=float(size),
+                  extra={"peer_access": torch.cuda.can_device_access_peer(0, 1)})
+
+    for name, func in (("gemm_sweep", gemm_sweep), ("batched_tf32", batched_tf32), ("depthwise", depthwise),
+                       ("sdpa_default", sdpa_default), ("linear", linear), ("vector_add", vector_add),
+                       ("encoder_fp16", encoder_fp16), ("resnet50", resnet50), ("compile_speedup", compile_speedup),
+                       ("peer_copy", peer_copy)):
+        guarded(name, func)
+
+
 if CFG.get("benchmarks", True):
+    started = time.time()
     try:
         run_benchmarks()
     except Exception as exc:
         OUT["benchmark_error"] = "%s: %s" % (type(exc).__name__, exc)
         OUT["benchmark_trace"] = traceback.format_exc()[-1500:]
+    if CFG.get("extended_benchmarks", True):
+        more_benchmarks()
+    OUT["benchmark_seconds"] = round(time.time() - started, 1)
 emit()
 '''

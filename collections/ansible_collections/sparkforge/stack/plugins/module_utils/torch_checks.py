@@ -155,6 +155,8 @@ def derived_figures(benchmarks, checks):
     timed = [(b["median_ms"], b.get("backend")) for b in benchmarks
              if b["group"] == "sdpa" and b.get("backend") in passed and not math.isnan(b["median_ms"])]
     out["sdpa_fastest_correct"] = min(timed)[1] if timed else None
+    speedups = [b["speedup"] for b in benchmarks if b["group"] == "compile" and b.get("speedup")]
+    out["compile_speedup"] = speedups[0] if speedups else None
     return out
 
 
@@ -211,10 +213,18 @@ def render_markdown(report):
             bench["group"], bench["name"], _fmt(bench.get("median_ms"), 3), _fmt(bench.get("tflops"), 1),
             _fmt(bench.get("gbs"), 0), _fmt(bench.get("pct_of_peak"), 1)))
     der = report.get("derived") or {}
-    lines += ["", "TF32 speed-up over strict FP32 GEMM: %s; fastest SDPA backend that passed its check: %s." % (
-        _fmt(der.get("tf32_speedup")) + "x" if der.get("tf32_speedup") else "-", der.get("sdpa_fastest_correct") or "-")]
+    lines += ["", "TF32 speed-up over strict FP32 GEMM: %s; fastest SDPA backend that passed its check: %s; "
+              "torch.compile speed-up on the small MLP: %s." % (
+                  _fmt(der.get("tf32_speedup")) + "x" if der.get("tf32_speedup") else "-",
+                  der.get("sdpa_fastest_correct") or "-",
+                  _fmt(der.get("compile_speedup")) + "x" if der.get("compile_speedup") else "-")]
+    if report.get("benchmark_seconds") is not None:
+        lines += ["", "Benchmarks took %.0f s." % report["benchmark_seconds"]]
     if report.get("benchmark_error"):
         lines += ["", "Benchmarks stopped: %s" % report["benchmark_error"]]
+    if report.get("benchmark_errors"):
+        lines += ["", "Benchmark groups that failed (not checks; they do not fail the host):", ""]
+        lines += ["- %s" % err for err in report["benchmark_errors"]]
     if report.get("failures"):
         lines += ["", "## Failures", ""] + ["- %s" % f for f in report["failures"]]
     return "\n".join(lines) + "\n"
@@ -224,7 +234,7 @@ def chart_bars(report):
     bars = []
     groups = {}
     for bench in report.get("benchmarks", []):
-        if "pct_of_peak" not in bench:
+        if not bench.get("peak_key"):
             continue
         group = groups.setdefault(bench["group"], len(groups))
         bars.append((bench["name"][:48], bench.get("pct_of_peak"), group))

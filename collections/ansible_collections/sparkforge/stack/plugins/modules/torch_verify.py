@@ -56,6 +56,13 @@ options:
     description: Run the benchmarks.
     type: bool
     default: true
+  extended_benchmarks:
+    description:
+      - Also run the rest of seed 003's list (GEMM size sweep and FP64, depthwise conv, SDPA default dispatch,
+        linear layers, vector add, fp16 encoder, ResNet-50 when torchvision is installed, torch.compile
+        speed-up, GPU-to-GPU copy on hosts with several GPUs). Only with O(benchmarks=true).
+    type: bool
+    default: true
   bench_scale:
     description: Multiplies the benchmark iteration counts (0.2 for a quick look, 1 for about two minutes).
     type: float
@@ -167,7 +174,7 @@ benchmarks:
   type: list
   elements: dict
 derived:
-  description: tf32_speedup and sdpa_fastest_correct.
+  description: tf32_speedup, sdpa_fastest_correct and compile_speedup.
   returned: when a GPU was found
   type: dict
 platform:
@@ -210,6 +217,7 @@ def main():
             host_label=dict(type="str"),
             checks=dict(type="list", elements="str", choices=list(CHECK_GROUPS)),
             benchmarks=dict(type="bool", default=True),
+            extended_benchmarks=dict(type="bool", default=True),
             bench_scale=dict(type="float", default=1.0),
             gemm_size=dict(type="int", default=8192),
             audit=dict(type="bool", default=True),
@@ -227,6 +235,7 @@ def main():
         config = {"checks": ["none"], "benchmarks": False}
     else:
         config = {"checks": params["checks"] or [], "benchmarks": params["benchmarks"],
+                  "extended_benchmarks": params["extended_benchmarks"],
                   "bench_scale": params["bench_scale"], "gemm_size": params["gemm_size"]}
     env = dict((str(k), str(v)) for k, v in params["env"].items())
     try:
