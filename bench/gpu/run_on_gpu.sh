@@ -5,6 +5,7 @@
 #   3. runs bench/gpu/gpu_verify.yml (runtime_env + verify, torch_source existing) over the local connection,
 #   4. copies the reports to $OUT (the device tool brings them back).
 # Usage (from the repository root): WHEELS=.whl OUT=/some/dir bash bench/gpu/run_on_gpu.sh
+# SKIP_AUDIT=1 leaves out step 2; VERIFY_EXTRA adds ansible-playbook arguments (e.g. "-e verify_bench_scale=2").
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 WHEELS=${WHEELS:-$REPO/.whl}
@@ -23,6 +24,7 @@ echo "== install Ansible from carried wheels"
 export PYTHONPATH=/tmp/site
 "$PY" -c 'import ansible; print("ansible-core", ansible.__version__ if hasattr(ansible, "__version__") else "")' || true
 
+if [ -z "${SKIP_AUDIT:-}" ]; then
 echo "== audit vs cuobjdump"
 TORCH_LIB=$("$PY" -c 'import os, torch; print(os.path.join(os.path.dirname(torch.__file__), "lib"))')
 CAP=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d ' ')
@@ -36,6 +38,7 @@ from ansible_collections.sparkforge.stack.plugins.module_utils import fatbin
 r = fatbin.audit('$TORCH_LIB', target='$CAP')
 print('torch/lib verdict', r['verdict'], [(l['path'], l['verdict']) for l in r['libraries']])
 " 2>&1 | tee "$OUT/torch-lib-audit.txt"
+fi
 
 echo "== ansible-playbook bench/gpu/gpu_verify.yml"
 export ANSIBLE_CONFIG=$REPO/ansible.cfg
