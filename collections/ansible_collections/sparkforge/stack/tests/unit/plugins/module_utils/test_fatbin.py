@@ -249,9 +249,9 @@ def _cubin(sm, abi=8, kernels=2, device_funcs=1):
     """A minimal cubin ELF: header, .shstrtab, .symtab with entry and non-entry FUNC symbols."""
     shstr = b"\0.shstrtab\0.symtab\0"
     syms = b"\0" * 24
-    for _ in range(kernels):
+    for _kernel in range(kernels):
         syms += struct.pack("<IBBHQQ", 0, 0x12, 0x10, 0, 0, 0)
-    for _ in range(device_funcs):
+    for _func in range(device_funcs):
         syms += struct.pack("<IBBHQQ", 0, 0x02, 0x00, 0, 0, 0)
     e_flags = (sm << 8) | 0x02 if abi >= 8 else sm | 0x500 | (sm << 16)
     body_off = 64
