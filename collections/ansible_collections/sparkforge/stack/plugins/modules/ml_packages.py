@@ -29,7 +29,8 @@ description:
     lists what would be installed (including dependencies) and installs nothing.
   - Needs pip >= 23 in the venv.
 version_added: "0.1.0"
-author: sparkforge developers
+author:
+  - sparkforge developers (@sparkforge)
 options:
   venv:
     description: The virtual environment to install into (it must exist and hold pip >= 23).
