@@ -227,6 +227,9 @@ def test_guarded_install_fallback_and_rerun(tmp_path, index):
     assert again["changed"] is False
     assert [rows[n]["status"] for n in ("einops", "omegaconf", "usestorch", "sparkforge-cext")] == ["present"] * 4
     assert rows["badtorch"]["status"] == "failed"
+    assert rows["sparkforge-cext"]["method_used"] == "source" and rows["sparkforge-cext"]["fallback_taken"]
+    # The host report is the same after a rerun (how each package came is remembered in the venv).
+    assert again["report"] == result["report"]
     assert _pip_list(py) == installed and _tree_sha(py) == torch_before
 
     # Without the failing required package the module succeeds with changed=false.

@@ -432,15 +432,58 @@ def build_env(item, method, base_env):
 TABLE_COLUMNS = ("name", "status", "version", "method", "method_used", "fallback_taken", "detail")
 
 
+PROVENANCE_FILE = "sparkforge-ml-packages.json"
+REPORT_FIELDS = ("name", "state", "version", "method", "method_used", "fallback_taken", "optional",
+                 "experimental", "reason", "caveats")
+
+
+def report_rows(rows):
+    """Rows without run-dependent fields (durations, present-vs-installed), for the host report.
+
+    ``state`` is installed / failed / skipped / would_install; a rerun that installs
+    nothing gives the same rows as the run that installed, so the report file is stable.
+    """
+    out = []
+    for row in rows:
+        item = dict((key, row.get(key)) for key in REPORT_FIELDS if key != "state")
+        item["state"] = "installed" if row.get("status") in ("present", "installed") else row.get("status")
+        out.append(item)
+    return out
+
+
+def apply_provenance(row, provenance):
+    """Fill how an already-present package was installed, from the venv's provenance record."""
+    known = provenance.get(canonical_name(row["name"]))
+    if known and known.get("version") == row.get("version"):
+        row["method_used"] = known.get("method_used")
+        row["fallback_taken"] = bool(known.get("fallback_taken"))
+        row["reason"] = known.get("reason") or ""
+    else:
+        row["method_used"] = "already installed"
+    return row
+
+
+def record_provenance(provenance, row):
+    provenance[canonical_name(row["name"])] = {
+        "version": row.get("version"),
+        "method_used": row.get("method_used"),
+        "fallback_taken": bool(row.get("fallback_taken")),
+        "reason": row.get("reason") or "",
+    }
+    return provenance
+
+
 def format_table(rows):
     """A plain-text table of the result rows (what the host report shows)."""
     cells = []
     for row in rows:
         detail = row.get("reason") or ""
+        if len(detail) > 160:
+            detail = detail[:157] + "..."
         if row.get("experimental"):
             detail = ("EXPERIMENTAL; " + detail).rstrip("; ")
         cells.append([
-            str(row.get("name") or ""), str(row.get("status") or ""), str(row.get("version") or "-"),
+            str(row.get("name") or ""), str(row.get("status") or row.get("state") or ""), str(row.get("version") or "-"),
             str(row.get("method") or ""), str(row.get("method_used") or "-"),
             "yes" if row.get("fallback_taken") else "no", detail,
         ])

@@ -177,6 +177,19 @@ failed_packages:
   returned: always
   type: list
   elements: str
+report:
+  description:
+    - What the host report stores; free of run-dependent fields, so a rerun that installs nothing
+      gives the same report. C(state) is installed, failed, skipped or would_install; how a package
+      already present was installed comes from C(sparkforge-ml-packages.json) in the venv, which the
+      module writes after each install.
+  returned: always
+  type: dict
+  contains:
+    packages: {description: One row per package (name, state, version, method, method_used, fallback_taken, optional, experimental, reason, caveats)., type: list}
+    table: {description: The rows as a plain-text table., type: str}
+    protected: {description: The protected distributions after the run (version, url, files, sha256)., type: dict}
+    failed_packages: {description: Names of the packages that failed., type: list}
 """
 
 import json
@@ -202,6 +215,14 @@ class Pip:
         self.common_args = common_args
         self.env = env
         self.protected = protected
+        self.provenance_path = os.path.join(venv, mp.PROVENANCE_FILE)
+        self.provenance = {}
+        if os.path.isfile(self.provenance_path):
+            try:
+                with open(self.provenance_path) as handle:
+                    self.provenance = json.load(handle)
+            except ValueError:
+                self.provenance = {}
         self.log_dir = log_dir
 
     def run(self, args, env=None, log_name=None):
@@ -304,7 +325,7 @@ def handle_package(module, pip, item, installed, work, base_env, protected, prer
     row["would_install"] = ["%s==%s" % (i["name"], i["version"]) for i in items]
     if not items:
         row["status"] = "present"
-        row["method_used"] = "already installed"
+        mp.apply_provenance(row, pip.provenance)
         return row, False
     if method == "source":
         prereqs.update(item["source"]["prereqs"])
@@ -328,6 +349,8 @@ def handle_package(module, pip, item, installed, work, base_env, protected, prer
     now = installed.get(mp.canonical_name(item["name"]))
     row["version"] = now["version"] if now else None
     row["status"] = "installed"
+    mp.record_provenance(pip.provenance, row)
+    atomic_write_text(pip.provenance_path, json.dumps(pip.provenance, indent=1, sort_keys=True) + "\n")
     return row, True
 
 
@@ -412,6 +435,8 @@ def main():
         protected_unchanged=unchanged,
         build_prereqs=sorted(prereqs),
         failed_packages=failed,
+        report=dict(packages=mp.report_rows(rows), table=mp.format_table(mp.report_rows(rows)),
+                    protected=after, failed_packages=failed),
     )
     if module._diff:
         result["diff"] = {

@@ -213,3 +213,15 @@ def test_format_table():
     lines = text.splitlines()
     assert lines[0].split() == list(mp.TABLE_COLUMNS)
     assert lines[2].startswith("flash-attn") and "EXPERIMENTAL; opt-in" in lines[2]
+
+
+def test_report_rows_are_stable_across_reruns():
+    first = {"name": "tok", "status": "installed", "version": "1", "method": "wheel", "method_used": "source",
+             "fallback_taken": True, "reason": "no wheel", "duration_s": 3.2, "caveats": []}
+    provenance = mp.record_provenance({}, first)
+    rerun = {"name": "tok", "status": "present", "version": "1", "method": "wheel", "caveats": []}
+    mp.apply_provenance(rerun, provenance)
+    assert mp.report_rows([rerun]) == mp.report_rows([first])
+    assert mp.report_rows([first])[0]["state"] == "installed"
+    other = mp.apply_provenance({"name": "tok", "version": "2"}, provenance)
+    assert other["method_used"] == "already installed"
