@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: sparkforge developers
-# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The ML package layer: matrix resolution and the torch guard.
 
 Plain functions, no Ansible imports, so unit tests call them directly:
