@@ -11,7 +11,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tarfile
 
 import pytest
 
@@ -20,15 +19,9 @@ from helpers import REPO, load_manifest, run_module
 FIXTURES = os.path.join(REPO, "tests", "fixtures", "ml_packages")
 sys.path.insert(0, FIXTURES)
 
-from index_server import build_index, serve  # noqa: E402
-from wheelmaker import build_wheel  # noqa: E402
+from fixture_index import CUSTOM_TORCH, assemble  # noqa: E402
+from index_server import serve  # noqa: E402
 
-CACHE = os.path.join(os.path.expanduser("~"), ".cache", "sparkforge", "ml_packages")
-# Real packages from PyPI (pinned): einops and omegaconf as the manifest pins them, and
-# omegaconf's dependencies; setuptools/wheel so that pip can build sdists in isolation.
-PYPI_REQUIREMENTS = ["einops==0.8.2", "omegaconf==2.4.0", "PyYAML==6.0.3", "packaging==26.3",
-                     "setuptools==84.2.1", "wheel==0.48.0"]
-CUSTOM_TORCH = "2.11.0+sparkforge"
 PROTECTED = ["torch", "torchvision", "torchaudio", "triton"]
 
 
@@ -49,68 +42,10 @@ def _isolated_pip(monkeypatch):
     monkeypatch.setenv("PIP_DISABLE_PIP_VERSION_CHECK", "1")
 
 
-def _pypi_files():
-    os.makedirs(CACHE, exist_ok=True)
-    stamp = os.path.join(CACHE, "downloaded.json")
-    wanted = sorted(PYPI_REQUIREMENTS)
-    if os.path.exists(stamp):
-        with open(stamp) as handle:
-            done = json.load(handle)
-        if done.get("requirements") == wanted and all(os.path.exists(os.path.join(CACHE, f)) for f in done["files"]):
-            return [os.path.join(CACHE, f) for f in done["files"]]
-    before = set(os.listdir(CACHE))
-    env = dict(os.environ)
-    env.pop("PIP_FIND_LINKS", None)
-    subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:", "-d", CACHE]
-                   + PYPI_REQUIREMENTS, check=True, env=env, stdout=subprocess.DEVNULL)
-    files = []
-    for req in PYPI_REQUIREMENTS:
-        prefix = req.split("==")[0].lower().replace("-", "_") + "-" + req.split("==")[1]
-        files += [f for f in os.listdir(CACHE) if f.lower().startswith(prefix) and f.endswith(".whl")]
-    assert len(files) == len(PYPI_REQUIREMENTS), (files, before)
-    with open(stamp, "w") as handle:
-        json.dump({"requirements": wanted, "files": sorted(files)}, handle)
-    return [os.path.join(CACHE, f) for f in files]
-
-
-def _sdist(project_dir, name, version, out_dir):
-    """A real sdist (name-version/ with PKG-INFO) of a fixture project."""
-    base = "%s-%s" % (name.replace("-", "_"), version)
-    path = os.path.join(out_dir, base + ".tar.gz")
-    with open(os.path.join(out_dir, "PKG-INFO"), "w") as handle:
-        handle.write("Metadata-Version: 2.1\nName: %s\nVersion: %s\n" % (name, version))
-    with tarfile.open(path, "w:gz") as tar:
-        tar.add(project_dir, arcname=base, filter=lambda ti: None if "/target" in ti.name else ti)
-        tar.add(os.path.join(out_dir, "PKG-INFO"), arcname=base + "/PKG-INFO")
-    os.unlink(os.path.join(out_dir, "PKG-INFO"))
-    return path
-
-
 @pytest.fixture(scope="module")
 def index(tmp_path_factory):
-    work = tmp_path_factory.mktemp("ml_index")
-    built = str(work / "built")
-    os.makedirs(built)
-    files = _pypi_files()
-    # Decoys an upstream index would offer: index builds of torch and torchvision.
-    files.append(build_wheel(built, "torch", "9.9", {"torch/__init__.py": "INDEX_BUILD = True\n"}))
-    files.append(build_wheel(built, "torch", "2.12.0", {"torch/__init__.py": "INDEX_BUILD = True\n"}))
-    files.append(build_wheel(built, "torchvision", "0.26.0", {"torchvision/__init__.py": "INDEX_BUILD = True\n"},
-                             requires=["torch==2.11.0"]))
-    # Packages of the ML layer's kinds.
-    files.append(build_wheel(built, "usestorch", "1.0", {"usestorch/__init__.py": "import torch\nTORCH = torch\n"},
-                             requires=["torch>=2.0", "einops>=0.8"]))
-    files.append(build_wheel(built, "badtorch", "1.0", {"badtorch/__init__.py": ""}, requires=["torch==9.9"]))
-    files.append(build_wheel(built, "needsvision", "1.0", {"needsvision/__init__.py": ""}, requires=["torchvision"]))
-    files.append(_sdist(os.path.join(FIXTURES, "cext"), "sparkforge-cext", "1.0", built))
-    files.append(_sdist(os.path.join(FIXTURES, "rustext"), "sparkforge-rustext", "1.0", built))
-    root = str(work / "root")
-    build_index(root, files)
+    root, custom = assemble(str(tmp_path_factory.mktemp("ml_index")), (os.uname().machine,))
     url, server = serve(root)
-    custom = build_wheel(str(work / "custom"), "torch", CUSTOM_TORCH, {
-        "torch/__init__.py": "__version__ = '%s'\nSPARKFORGE_BUILD = True\n" % CUSTOM_TORCH,
-        "torch/lib/libtorch_marker.txt": "sm_121 build\n" * 100,
-    }, tag="py3-none-any")
     yield {"url": url, "custom_torch": custom}
     server.shutdown()
 
