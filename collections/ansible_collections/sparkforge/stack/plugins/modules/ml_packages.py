@@ -186,10 +186,20 @@ report:
   returned: always
   type: dict
   contains:
-    packages: {description: One row per package (name, state, version, method, method_used, fallback_taken, optional, experimental, reason, caveats)., type: list}
-    table: {description: The rows as a plain-text table., type: str}
-    protected: {description: The protected distributions after the run (version, url, files, sha256)., type: dict}
-    failed_packages: {description: Names of the packages that failed., type: list}
+    packages:
+      description:
+        - One row per package with name, state, version, method, method_used, fallback_taken, optional,
+          experimental, reason, caveats.
+      type: list
+    table:
+      description: The rows as a plain-text table.
+      type: str
+    protected:
+      description: The protected distributions after the run (version, url, files, sha256).
+      type: dict
+    failed_packages:
+      description: Names of the packages that failed.
+      type: list
 """
 
 import json
