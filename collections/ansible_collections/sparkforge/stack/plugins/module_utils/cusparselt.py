@@ -138,8 +138,9 @@ def source_file_for(version, distro):
     return os.path.join(SOURCES_DIR, "cusparselt-local-%s-%s.list" % (distro, version))
 
 
-def ldconf_file_for(cuda_major):
-    return os.path.join(LDCONF_DIR, "sparkforge-cusparselt-cuda-%s.conf" % cuda_major)
+def ldconf_file_for(version, distro, cuda_major):
+    """Linker configuration the module writes when the library directory is not on the linker path."""
+    return os.path.join(LDCONF_DIR, "sparkforge-cusparselt-%s-%s-cuda-%s.conf" % (distro, version, cuda_major))
 
 
 def apt_lists_glob(version, distro):
@@ -498,12 +499,16 @@ def discover_paths(cuda_major, arch, root="/"):
 
 
 def ldconfig_has(ldconfig_p_output, library_dir):
-    """True when ``ldconfig -p`` lists libcusparseLt.so.0 from ``library_dir``."""
+    """True when ``ldconfig -p`` lists libcusparseLt.so.0 from ``library_dir``.
+
+    Directories are compared after resolving links (merged-/usr hosts list /lib/<triplet> for /usr/lib/<triplet>).
+    """
+    wanted = os.path.realpath(library_dir.rstrip("/"))
     for line in ldconfig_p_output.splitlines():
         line = line.strip()
         if line.startswith(SONAME + " ") and "=>" in line:
             target = line.split("=>", 1)[1].strip()
-            if os.path.dirname(target) == library_dir.rstrip("/"):
+            if os.path.realpath(os.path.dirname(target)) == wanted:
                 return True
     return False
 
@@ -525,6 +530,12 @@ def upstream_version(debian_version):
     """``0.8.1-1`` -> ``0.8.1`` (epoch and revision dropped)."""
     value = debian_version.split(":", 1)[-1]
     return value.rsplit("-", 1)[0] if "-" in value else value
+
+
+def same_release(package_version, version):
+    """True when a cuSPARSELt package version (``0.8.1.1-1``) belongs to release ``version`` (``0.8.1``)."""
+    upstream = upstream_version(package_version)
+    return upstream == version or upstream.startswith(version + ".")
 
 
 # --------------------------------------------------------------------------- dpkg lock

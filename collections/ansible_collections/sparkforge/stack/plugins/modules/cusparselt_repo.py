@@ -486,7 +486,7 @@ def present(runner, ctx):
     rdir = cl.repo_dir(version, distro)
     uri = cl.repo_uri(version, distro)
     repo_pkg = cl.repo_package(version, distro)
-    ldconf = cl.ldconf_file_for(major)
+    ldconf = cl.ldconf_file_for(version, distro, major)
 
     # ---- probe: what is there now
     installed = installed_versions(module, [repo_pkg] + cl.candidate_packages(major, params["packages"]))
@@ -501,7 +501,6 @@ def present(runner, ctx):
         src_key = cl.find_keyring(rdir)
         keyring_name = os.path.basename(src_key) if src_key else None
 
-    before_files = set()
     deb = None
     downloaded = False
     tmpdir = None
@@ -546,7 +545,6 @@ def present(runner, ctx):
         if not (keyring_dst and os.path.isfile(keyring_dst) and (not repo_ok or _same_file(
                 os.path.join(rdir, keyring_name), keyring_dst))):
             runner.actions.append("copy keyring %s to %s" % (keyring_name, cl.KEYRING_DIR))
-            before_files.add(("keyring", keyring_dst))
 
         srcs = source_files(uri) if repo_ok else []
         bad_srcs = [p for p in srcs if not cl.signed_by_ok(_read(p), cl.source_format(p), uri, keyring_dst)]
@@ -559,7 +557,8 @@ def present(runner, ctx):
 
         wanted = dict((n, available[n]) for n in names)
         missing = [n for n in names if installed.get(n) != wanted[n]]
-        if missing or not repo_ok or bad_srcs or not srcs:
+        needs_update = bool(missing or not repo_ok or bad_srcs or not srcs)
+        if needs_update:
             runner.actions.append("apt-get update for %s only" % uri)
         if missing:
             runner.actions.append("install %s" % ", ".join("%s=%s" % (n, wanted[n]) for n in missing))
@@ -603,7 +602,7 @@ def present(runner, ctx):
             text, changed = cl.ensure_signed_by(_read(path), fmt, uri, keyring_dst)
             if changed:
                 _write_atomic(path, text)
-        if missing or not repo_ok or bad_srcs:
+        if needs_update:
             for path in srcs:
                 runner.apt_get(["-o", "Dir::Etc::sourcelist=%s" % path, "-o", "Dir::Etc::sourceparts=-",
                                 "-o", "APT::Get::List-Cleanup=0", "update"], "apt-get update of %s" % path)
@@ -650,7 +649,7 @@ def absent(runner, ctx):
     rdir = cl.repo_dir(version, distro)
     uri = cl.repo_uri(version, distro)
     repo_pkg = cl.repo_package(version, distro)
-    ldconf = cl.ldconf_file_for(major)
+    ldconf = cl.ldconf_file_for(version, distro, major)
 
     repo_names = []
     keyring_name = None
@@ -668,15 +667,23 @@ def absent(runner, ctx):
                 if signed and entry_uri.rstrip("/") == uri and os.path.dirname(signed) == cl.KEYRING_DIR:
                     keyring_name = os.path.basename(signed)
     keyring_dst = os.path.join(cl.KEYRING_DIR, keyring_name) if keyring_name else None
+    kept_keyring = keyring_dst and keyring_in_use_elsewhere(keyring_dst, srcs)
+    if kept_keyring:
+        keyring_dst = None
 
-    installed = installed_versions(module, [repo_pkg] + repo_names + cl.candidate_packages(major, params["packages"]))
-    pkgs = sorted(n for n in installed if n != repo_pkg)
+    # Only packages of this release: named in its index (or, with the repo dir gone, the names the module
+    # installs) and at a version of this release, so another cuSPARSELt release on the host stays intact.
+    names = repo_names or cl.candidate_packages(major, params["packages"])
+    installed = installed_versions(module, [repo_pkg] + names)
+    pkgs = sorted(n for n, v in installed.items() if n != repo_pkg and cl.same_release(v, version))
     lists = [p for p in _glob(cl.apt_lists_glob(version, distro))]
     files = [p for p in [keyring_dst, rdir, ldconf] + srcs + lists if p and os.path.lexists(p)]
     cached = os.path.join(params["download_dir"], cl.deb_filename(version, distro, ctx["arch"])) \
         if params["download_dir"] else None
     if cached and os.path.exists(cached):
         files.append(cached)
+    if kept_keyring:
+        runner.actions.append("keep %s: other apt sources still use it" % kept_keyring)
     if pkgs:
         runner.actions.append("purge %s" % ", ".join(pkgs))
     if repo_pkg in installed:
@@ -686,7 +693,8 @@ def absent(runner, ctx):
     res = {"repo_dir": rdir, "keyring": keyring_dst, "source_file": srcs[0] if srcs else None,
            "packages": [{"name": n, "version": None} for n in pkgs], "include_dir": None, "library": None,
            "root_dir": None, "downloaded": False}
-    if not runner.actions:
+    if not [a for a in runner.actions if not a.startswith("keep ")]:
+        runner.actions = []
         return res
     runner.changed = True
     ctx["diff"] = {"before": describe(dict((n, installed[n]) for n in installed), files), "after": ""}
@@ -703,6 +711,24 @@ def absent(runner, ctx):
             os.unlink(path)
     runner.run(["ldconfig"], "ldconfig")
     return res
+
+
+def keyring_in_use_elsewhere(keyring, own_sources):
+    """The keyring path when an apt source other than ``own_sources`` is signed by it, else None."""
+    candidates = ["/etc/apt/sources.list"]
+    if os.path.isdir(cl.SOURCES_DIR):
+        candidates += [os.path.join(cl.SOURCES_DIR, n) for n in sorted(os.listdir(cl.SOURCES_DIR))
+                       if n.endswith(".list") or n.endswith(".sources")]
+    for path in candidates:
+        if path in own_sources or not os.path.isfile(path):
+            continue
+        try:
+            entries = cl.source_entries(_read(path), cl.source_format(path))
+        except (IOError, OSError):
+            continue
+        if any(signed == keyring for _uri, signed, _enabled in entries):
+            return keyring
+    return None
 
 
 def _glob(pattern):

@@ -270,6 +270,8 @@ def test_dpkg_query_and_versions():
     assert cl.upstream_version("0.8.1-1") == "0.8.1"
     assert cl.upstream_version("2:1.0-3") == "1.0"
     assert cl.upstream_version("1.0") == "1.0"
+    assert cl.same_release("0.8.1.1-1", "0.8.1") and cl.same_release("0.8.1-1", "0.8.1")
+    assert not cl.same_release("0.8.10.1-1", "0.8.1") and not cl.same_release("0.6.3.2-1", "0.8.1")
 
 
 def test_find_keyring(tmp_path):
