@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: sparkforge developers
-# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """cuSPARSELt local-repo knowledge, as plain functions (no Ansible imports).
 
 NVIDIA ships cuSPARSELt up to 0.8.x as a "local repo" Debian package:

@@ -1,7 +1,7 @@
 #!/usr/bin/python
 # -*- coding: utf-8 -*-
 # Copyright: sparkforge developers
-# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 
 from __future__ import absolute_import, division, print_function
 
@@ -27,7 +27,7 @@ description:
   - O(state=absent) removes the packages that came from that repository, purges the local-repo package and
     removes its source, keyring, repository directory, apt lists and the linker configuration the module wrote.
 author:
-  - sparkforge developers
+  - sparkforge developers (@sparkforge)
 options:
   version:
     description: cuSPARSELt release, for example C(0.8.1).
@@ -98,11 +98,14 @@ options:
     default: 300
 attributes:
   check_mode:
+    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
     details: In check mode a missing .deb is downloaded to a temporary directory, verified and read for its
       package list, then deleted, so the plan names the exact packages; nothing on the host changes.
   diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: full
+    details: The diff lists the packages (with versions) and the files the module adds or removes.
 notes:
   - From cuSPARSELt 0.9.0 NVIDIA publishes the packages in the CUDA network repository; this module is for the
     local-repo releases.
@@ -618,8 +621,8 @@ def present(runner, ctx):
             runner.actions.append("add %s to the linker path in %s" % (lib_dir, ldconf))
             runner.run(["ldconfig"], "ldconfig")
         after_files = [p for p in [keyring_dst, rdir, ldconf] + srcs if p and os.path.exists(p)]
-        ctx["diff"] = {"before": before, "after": describe(dict((n, installed.get(n)) for n in [repo_pkg] + names),
-                                                            after_files)}
+        after_pkgs = dict((n, installed.get(n)) for n in [repo_pkg] + names)
+        ctx["diff"] = {"before": before, "after": describe(after_pkgs, after_files)}
         return result_for(ctx, rdir, keyring_dst, srcs[0], names, installed, paths, downloaded)
     finally:
         if tmpdir:
@@ -676,7 +679,7 @@ def absent(runner, ctx):
     names = repo_names or cl.candidate_packages(major, params["packages"])
     installed = installed_versions(module, [repo_pkg] + names)
     pkgs = sorted(n for n, v in installed.items() if n != repo_pkg and cl.same_release(v, version))
-    lists = [p for p in _glob(cl.apt_lists_glob(version, distro))]
+    lists = _glob(cl.apt_lists_glob(version, distro))
     files = [p for p in [keyring_dst, rdir, ldconf] + srcs + lists if p and os.path.lexists(p)]
     cached = os.path.join(params["download_dir"], cl.deb_filename(version, distro, ctx["arch"])) \
         if params["download_dir"] else None
