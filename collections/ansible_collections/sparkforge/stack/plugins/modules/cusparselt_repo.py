@@ -528,6 +528,9 @@ def present(runner, ctx):
             if cached and os.path.isfile(cached) and (not ctx["checksum"] or sha256_file(cached) == ctx["checksum"]):
                 deb = cached
             else:
+                if not ctx["checksum"]:
+                    module.warn("no checksum given for %s: the download is only checked for its package name and "
+                                "version" % ctx["url"])
                 download(runner, ctx["url"], deb, ctx["checksum"])
                 downloaded = True
             stanzas, keyring_name, _ships = inspect_deb(runner, deb, version, distro, arch)
@@ -775,9 +778,6 @@ def main():
         "version": version, "distro": distro, "arch": arch, "cuda_major": major, "checksum": checksum,
         "url": cl.deb_url(params["base_url"], version, distro, arch),
     }
-    if params["state"] == "present" and not checksum:
-        module.warn("no checksum given for %s: the download is only checked for its package name and version"
-                    % ctx["url"])
     res = present(runner, ctx) if params["state"] == "present" else absent(runner, ctx)
     res.update({
         "changed": runner.changed, "actions": runner.actions, "cuda_major": major, "cuda_major_source": major_source,
