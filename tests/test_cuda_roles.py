@@ -66,3 +66,34 @@ def test_roles_converge_idempotent_verify_and_absent(tmp_path):
     finally:
         for box in boxes:
             box.stop()
+
+
+def test_cuda_libs_keeps_a_repository_the_host_already_has(tmp_path):
+    """DGX OS ships the CUDA source and key: the role must use them, not install cuda-keyring over them."""
+    reason = podman_host.image_missing("amd64")
+    if reason:
+        pytest.skip(reason)
+    import build_repo
+    cache = build_repo.build()
+    deb = os.path.join(cache, "tree/compute/cuda/repos/ubuntu2404/x86_64/cuda-keyring_1.1-1_all.deb")
+    unpacked = tmp_path / "keyring"
+    subprocess.run(["dpkg-deb", "-x", deb, str(unpacked)], check=True)
+    box = podman_host.Container("amd64")
+    port = free_port()
+    try:
+        key = "/usr/share/keyrings/dgx-cuda-keyring.gpg"
+        subprocess.run(["podman", "cp", str(unpacked / "usr/share/keyrings/cuda-archive-keyring.gpg"),
+                        "%s:%s" % (box.name, key)], check=True)
+        box.sh("echo 'deb [signed-by=%s] http://127.0.0.1:%d/compute/cuda/repos/ubuntu2404/x86_64/ /' "
+               "> /etc/apt/sources.list.d/dgx-cuda.list" % (key, port))
+        inventory = tmp_path / "hosts.yml"
+        inventory.write_text("all:\n  hosts:\n    cuda-amd64:\n      ansible_connection: containers.podman.podman\n"
+                             "      ansible_host: %s\n      ansible_python_interpreter: /usr/bin/python3\n" % box.name)
+        playbook("converge.yml", str(inventory), port)
+        state = box.sh("dpkg-query -W -f '${db:Status-Abbrev}' cuda-keyring 2>/dev/null; "
+                       "ls /etc/apt/sources.list.d/; dpkg-query -W -f '${Version}' libcublas-13-0", check=False).stdout
+        assert not state.startswith("ii"), state
+        assert "cuda-ubuntu2404-x86_64.list" not in state and "dgx-cuda.list" in state
+        assert state.rstrip().endswith("13.0.2.14-1")
+    finally:
+        box.stop()
