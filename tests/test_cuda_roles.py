@@ -97,3 +97,5 @@ def test_cuda_libs_keeps_a_repository_the_host_already_has(tmp_path):
         assert state.rstrip().endswith("13.0.2.14-1")
     finally:
         box.stop()
+        subprocess.run([sys.executable, os.path.join(podman_host.FIXTURE, "serve.py"), os.path.join(cache, "tree"),
+                        "--stop", "--pidfile", os.path.join(cache, "server-%d.pid" % port)])

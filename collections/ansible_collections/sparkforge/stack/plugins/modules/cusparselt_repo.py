@@ -435,7 +435,7 @@ def verify(runner, path, expected, url):
 
 
 def inspect_deb(runner, deb, version, distro, arch):
-    """Check the .deb is the wanted local repo; return (packages index stanzas, keyring basename, ships_source)."""
+    """Check the .deb is the wanted local repo; return (its packages index stanzas, its keyring's basename)."""
     module = runner.module
     rc, out, err = module.run_command(["dpkg-deb", "-f", deb, "Package", "Version", "Architecture"])
     if rc != 0:
@@ -461,16 +461,9 @@ def inspect_deb(runner, deb, version, distro, arch):
         except CusparseltError as exc:
             runner.fail(str(exc))
         keyring = cl.find_keyring(inner)
-        ships_source = bool(source_like(os.path.join(scratch, "etc/apt/sources.list.d")))
-        return stanzas, os.path.basename(keyring) if keyring else None, ships_source
+        return stanzas, os.path.basename(keyring) if keyring else None
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-
-
-def source_like(directory):
-    if not os.path.isdir(directory):
-        return []
-    return [n for n in os.listdir(directory) if n.endswith(".list") or n.endswith(".sources")]
 
 
 # -------------------------------------------------------------------- present
@@ -533,7 +526,7 @@ def present(runner, ctx):
                                 "version" % ctx["url"])
                 download(runner, ctx["url"], deb, ctx["checksum"])
                 downloaded = True
-            stanzas, keyring_name, _ships = inspect_deb(runner, deb, version, distro, arch)
+            stanzas, keyring_name = inspect_deb(runner, deb, version, distro, arch)
             if not keyring_name:
                 runner.fail("%s holds no cusparselt-*keyring.gpg in %s; apt could not verify the repository"
                             % (ctx["url"], rdir))
