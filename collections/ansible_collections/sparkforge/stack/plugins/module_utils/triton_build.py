@@ -89,9 +89,14 @@ def version_from_tree(triton_src):
     path = os.path.join(triton_src, "python", "triton", "__init__.py")
     try:
         with open(path) as handle:
-            match = _DUNDER_VERSION.search(handle.read())
+            return version_from_text(handle.read())
     except (IOError, OSError):
         return None
+
+
+def version_from_text(text):
+    """``__version__ = '3.5.1'`` in a file's text -> '3.5.1' (or None)."""
+    match = _DUNDER_VERSION.search(text or "")
     return match.group(1) if match else None
 
 
