@@ -20,13 +20,17 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import glob
+import json
 import os
 import re
+import subprocess
 
 from ansible_collections.sparkforge.stack.plugins.module_utils.build_common import (
     BuildError,
     cache_key,
     resolve_jobs,
+    sha256_file,
 )
 
 # Peak resident memory of one compile job of LLVM + MLIR + LLD in a Release
@@ -302,3 +306,76 @@ def wheel_version_matches(wheel_name, version):
     if len(parts) < 2:
         return False
     return parts[1] == version or parts[1].startswith(version + "+")
+
+
+def run_capture(cmd, cwd=None):
+    """Run ``cmd``; return (returncode, stdout+stderr as text)."""
+    proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    out = proc.communicate()[0].decode("utf-8", "replace")
+    return proc.returncode, out
+
+
+def python_identity(python):
+    """'3.12.3 cpython-312 aarch64' for the interpreter that builds the wheel (part of the key)."""
+    code = ("import sys, platform; print('%d.%d.%d' % sys.version_info[:3], "
+            "sys.implementation.cache_tag, platform.machine())")
+    rc, out = run_capture([python, "-c", code])
+    if rc != 0:
+        raise BuildError("cannot run the build interpreter %s: %s" % (python, out.strip()))
+    return out.strip()
+
+
+def ptxas_identity(ptxas):
+    """The release line of ``ptxas --version`` (the ptxas is bundled into the wheel: part of the key)."""
+    if not (os.path.isfile(ptxas) and os.access(ptxas, os.X_OK)):
+        raise BuildError("ptxas_path %s is not an executable ptxas: install the CUDA 13 toolkit "
+                         "(its ptxas knows sm_121a) or point ptxas_path at one" % ptxas)
+    rc, out = run_capture([ptxas, "--version"])
+    lines = [line.strip() for line in out.splitlines() if line.strip()]
+    if rc != 0 or not lines:
+        raise BuildError("%s --version failed: %s" % (ptxas, out.strip()))
+    for line in lines:
+        if "compilation tools" in line:
+            return line
+    return lines[-1]
+
+
+def read_json(path):
+    """A JSON file's content, or None when it is missing or unreadable."""
+    try:
+        with open(path) as handle:
+            return json.load(handle)
+    except (IOError, OSError, ValueError):
+        return None
+
+
+def find_record(wheel_dir, key):
+    """The record of a published wheel with this cache key, when the wheel is still intact."""
+    for path in sorted(glob.glob(os.path.join(wheel_dir, "*.whl" + RECORD_SUFFIX))):
+        record = read_json(path)
+        if not record or record.get("cache_key") != key:
+            continue
+        wheel = os.path.join(wheel_dir, record.get("wheel", ""))
+        if os.path.isfile(wheel) and sha256_file(wheel) == record.get("sha256"):
+            return record
+    return None
+
+
+_ERROR_LINE = re.compile(r"(\berror\b|\bfatal\b|FAILED:|Traceback)", re.I)
+
+
+def error_lines(log_path, limit=15, scan_bytes=512 * 1024):
+    """The last ``limit`` lines of the log that look like errors (compiler, CMake, ninja, Python).
+
+    pip and setuptools print many lines after the real error; these lines keep the cause in the
+    failure message even when it is above the log tail.
+    """
+    try:
+        with open(log_path, "rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            handle.seek(max(0, handle.tell() - scan_bytes))
+            text = handle.read().decode("utf-8", "replace")
+    except (IOError, OSError):
+        return []
+    hits = [line.rstrip() for line in text.splitlines() if _ERROR_LINE.search(line)]
+    return hits[-limit:]

@@ -36,7 +36,7 @@ description:
   - Check mode resolves the refs and returns the plan (what would be built and why, the cache keys)
     without fetching or building anything.
 author:
-  - sparkforge developers
+  - sparkforge developers (@sparkforge)
 options:
   triton_repo:
     description:
@@ -154,8 +154,10 @@ options:
     type: path
 attributes:
   check_mode:
+    description: Returns the plan (what would be built, why, the cache keys) and builds nothing.
     support: full
   diff_mode:
+    description: Shows the cache key of the published wheel before and after.
     support: full
 notes:
   - Build trees are never deleted by the module; remove C(work_dir/build) to reclaim space.
@@ -248,6 +250,11 @@ log_tail:
   description: The last lines of the log when a phase failed.
   returned: failure
   type: str
+error_lines:
+  description: The lines of the log that look like errors (the cause may sit above the tail).
+  returned: failure of a build phase
+  type: list
+  elements: str
 """
 
 import glob
@@ -255,7 +262,6 @@ import hashlib
 import json
 import os
 import shutil
-import subprocess
 import sys
 import time
 
@@ -275,38 +281,16 @@ from ansible_collections.sparkforge.stack.plugins.module_utils.build_common impo
     sha256_file,
 )
 from ansible_collections.sparkforge.stack.plugins.module_utils import triton_build as tb
+from ansible_collections.sparkforge.stack.plugins.module_utils.triton_build import (
+    find_record,
+    ptxas_identity,
+    python_identity,
+    read_json,
+    run_capture as _run,
+)
 
 DEFAULT_TRITON_REPO = "https://github.com/triton-lang/triton.git"
 DEFAULT_LLVM_REPO = "https://github.com/llvm/llvm-project.git"
-
-
-def _run(cmd, cwd=None):
-    proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    out = proc.communicate()[0].decode("utf-8", "replace")
-    return proc.returncode, out
-
-
-def python_identity(python):
-    code = ("import sys, platform; print('%d.%d.%d' % sys.version_info[:3], "
-            "sys.implementation.cache_tag, platform.machine())")
-    rc, out = _run([python, "-c", code])
-    if rc != 0:
-        raise BuildError("cannot run the build interpreter %s: %s" % (python, out.strip()))
-    return out.strip()
-
-
-def ptxas_identity(ptxas):
-    if not (os.path.isfile(ptxas) and os.access(ptxas, os.X_OK)):
-        raise BuildError("ptxas_path %s is not an executable ptxas: install the CUDA 13 toolkit "
-                         "(its ptxas knows sm_121a) or point ptxas_path at one" % ptxas)
-    rc, out = _run([ptxas, "--version"])
-    lines = [line.strip() for line in out.splitlines() if line.strip()]
-    if rc != 0 or not lines:
-        raise BuildError("%s --version failed: %s" % (ptxas, out.strip()))
-    for line in lines:
-        if "compilation tools" in line:
-            return line
-    return lines[-1]
 
 
 class TritonSource:
@@ -337,7 +321,7 @@ class TritonSource:
         out = git(["ls-remote", self.repo, self.ref, self.ref + "^{}"], cwd="/")
         found = {}
         for line in out.splitlines():
-            sha, _, name = line.partition("\t")
+            sha, dummy, name = line.partition("\t")
             found[name] = sha
         for name in ("refs/tags/%s^{}" % self.ref, "refs/tags/%s" % self.ref, "refs/heads/%s" % self.ref,
                      self.ref):
@@ -374,7 +358,7 @@ def fetch_checkout(repo, ref, commit, dest, log, status):
         run_logged(["git", "-C", dest, "remote", "add", "origin", repo], log, "clone", status)
     else:
         run_logged(["git", "-C", dest, "remote", "set-url", "origin", repo], log, "clone", status)
-    rc, _ = _run(["git", "cat-file", "-e", commit + "^{commit}"], cwd=dest)
+    rc, dummy = _run(["git", "cat-file", "-e", commit + "^{commit}"], cwd=dest)
     if rc != 0:
         try:
             run_logged(["git", "-C", dest, "fetch", "--depth", "1", "origin", commit], log, "clone", status)
@@ -386,26 +370,6 @@ def fetch_checkout(repo, ref, commit, dest, log, status):
     if head != commit:
         run_logged(["git", "-C", dest, "-c", "advice.detachedHead=false", "checkout", "-q", "--force",
                     "--detach", commit], log, "clone", status)
-
-
-def read_json(path):
-    try:
-        with open(path) as handle:
-            return json.load(handle)
-    except (IOError, OSError, ValueError):
-        return None
-
-
-def find_record(wheel_dir, key):
-    """The record of a published wheel with this cache key, when the wheel is still intact."""
-    for path in sorted(glob.glob(os.path.join(wheel_dir, "*.whl" + tb.RECORD_SUFFIX))):
-        record = read_json(path)
-        if not record or record.get("cache_key") != key:
-            continue
-        wheel = os.path.join(wheel_dir, record.get("wheel", ""))
-        if os.path.isfile(wheel) and sha256_file(wheel) == record.get("sha256"):
-            return record
-    return None
 
 
 class Builder:
@@ -549,7 +513,7 @@ class Builder:
             shutil.rmtree(dist)
         makedirs(dist)
         run_logged([self.python, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-v",
-                    "-w", dist, setup_dir], log, "triton-wheel", status, cwd=setup_dir, env=env)
+                    "-w", dist, setup_dir], log, "triton-wheel", status, cwd=setup_dir, env=env, tail_lines=80)
         wheels = sorted(glob.glob(os.path.join(dist, "triton-*.whl")))
         if len(wheels) != 1:
             raise BuildError("pip wheel produced %d triton wheels in %s (expected one): %s" % (
@@ -684,7 +648,11 @@ def main():
             try:
                 built, wheel, record = builder.build(status)
             except BuildFailed as exc:
-                fail(str(exc), phase=exc.phase, rc=exc.returncode, log_tail=exc.tail)
+                errors = tb.error_lines(exc.log_path)
+                msg = str(exc)
+                if errors:
+                    msg += "\n--- error lines of the log ---\n" + "\n".join(errors)
+                fail(msg, phase=exc.phase, rc=exc.returncode, log_tail=exc.tail, error_lines=errors)
             except (BuildError, OSError) as exc:
                 phase = status.state.get("phase")
                 status.finish("failed", str(exc))

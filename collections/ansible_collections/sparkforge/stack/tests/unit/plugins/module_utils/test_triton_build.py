@@ -202,3 +202,36 @@ def test_wheel_version_matches():
     assert tb.wheel_version_matches("triton-3.6.0-cp311-cp311-linux_aarch64.whl", "3.6.0")
     assert tb.wheel_version_matches("triton-3.6.0+git1234abcd-cp311-cp311-linux_aarch64.whl", "3.6.0")
     assert not tb.wheel_version_matches("triton-3.5.1-cp311-cp311-linux_aarch64.whl", "3.6.0")
+
+
+def test_ptxas_identity(tmp_path):
+    ptxas = tmp_path / "ptxas"
+    ptxas.write_text("#!/bin/sh\necho 'ptxas: NVIDIA (R) Ptx optimizing assembler'\n"
+                     "echo 'Cuda compilation tools, release 13.0, V13.0.88'\necho 'Build cuda_13.0.r13.0/x'\n")
+    ptxas.chmod(0o755)
+    assert tb.ptxas_identity(str(ptxas)) == "Cuda compilation tools, release 13.0, V13.0.88"
+    with pytest.raises(BuildError, match="not an executable ptxas"):
+        tb.ptxas_identity(str(tmp_path / "missing"))
+
+
+def test_find_record(tmp_path):
+    import hashlib
+    import json
+    wheel = tmp_path / "triton-3.6.0-cp312-cp312-linux_aarch64.whl"
+    wheel.write_bytes(b"wheel bytes")
+    digest = hashlib.sha256(b"wheel bytes").hexdigest()
+    record = {"wheel": wheel.name, "sha256": digest, "cache_key": "k1"}
+    (tmp_path / (wheel.name + tb.RECORD_SUFFIX)).write_text(json.dumps(record))
+    assert tb.find_record(str(tmp_path), "k1") == record
+    assert tb.find_record(str(tmp_path), "k2") is None
+    wheel.write_bytes(b"changed on disk")
+    assert tb.find_record(str(tmp_path), "k1") is None
+
+
+def test_error_lines(tmp_path):
+    log = tmp_path / "build.log"
+    log.write_text("[1/3] Building CXX object a.o\nsrc/a.cpp:3:1: error: expected ';'\nninja: build stopped\n"
+                   + "noise\n" * 200 + "ERROR: Failed to build one or more wheels\n")
+    assert tb.error_lines(str(log)) == ["src/a.cpp:3:1: error: expected ';'",
+                                        "ERROR: Failed to build one or more wheels"]
+    assert tb.error_lines(str(tmp_path / "missing")) == []
