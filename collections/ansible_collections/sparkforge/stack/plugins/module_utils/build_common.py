@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: sparkforge developers
-# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Machinery shared by the long-build modules (Triton/LLVM, PyTorch, domains).
 
 Plain functions and small classes, no Ansible imports, so unit tests call them
@@ -73,7 +73,7 @@ def read_meminfo(path="/proc/meminfo"):
     values = {}
     with open(path) as handle:
         for line in handle:
-            key, _, rest = line.partition(":")
+            key, dummy, rest = line.partition(":")
             parts = rest.split()
             if parts and parts[0].isdigit():
                 factor = 1024 if len(parts) > 1 and parts[1].lower() == "kb" else 1

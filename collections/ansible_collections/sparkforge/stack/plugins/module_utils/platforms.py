@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: sparkforge developers
-# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Host platform facts: GPUs from nvidia-smi's CSV, CPU from /proc/cpuinfo.
 
 Plain functions over text so that unit tests feed them the real formats.

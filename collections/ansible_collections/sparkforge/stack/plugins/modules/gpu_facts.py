@@ -1,7 +1,7 @@
 #!/usr/bin/python
 # -*- coding: utf-8 -*-
 # Copyright: sparkforge developers
-# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 
 from __future__ import absolute_import, division, print_function
 
@@ -24,7 +24,7 @@ description:
     a host whose GPUs fall in several classes is C(mixed), a host without GPUs C(none).
   - Reads only; never changes the host.
 author:
-  - sparkforge developers
+  - sparkforge developers (@sparkforge)
 options:
   nvidia_smi:
     description:
@@ -51,10 +51,13 @@ options:
 attributes:
   check_mode:
     support: full
+    description: Reads only, so check mode runs it fully.
   diff_mode:
     support: none
+    description: Nothing is changed, so there is no diff.
   facts:
     support: full
+    description: Returns C(ansible_facts.sparkforge).
 notes:
   - Several GPUs of different compute capability are reported one by one; C(compute_capabilities) lists
     the distinct values, lowest first.
@@ -158,7 +161,7 @@ def _query_gpus(module):
     cmd = [path, "--query-gpu=%s" % ",".join(QUERY_FIELDS), "--format=csv,nounits"]
     env = dict(os.environ, LC_ALL="C")
     try:
-        proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+        proc = subprocess.run(cmd, check=False, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
                               timeout=module.params["timeout"], universal_newlines=True)
     except subprocess.TimeoutExpired:
         return path, [], "%s did not answer within %ds: the driver may be hung" % (path, module.params["timeout"])

@@ -1,0 +1,230 @@
+# -*- coding: utf-8 -*-
+# Copyright: sparkforge developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Preflight checks and the per-host plan, as plain functions.
+
+``problems()`` says what stops a host from being provisioned, each with what to do.
+``build_plan()`` says what the later roles will install or build on the host, and why.
+Both read only their arguments (facts from gpu_facts/setup, the user's settings and
+the version manifest), so unit tests drive them with recorded facts.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible_collections.sparkforge.stack.plugins.module_utils.platforms import version_tuple
+
+# Compute capability major from which a GPU is a Blackwell (10.x B200/GB200, 11.0 Thor, 12.x GB10/RTX 50).
+BLACKWELL_MIN_MAJOR = 10
+
+# Components in the order the playbook runs them.
+COMPONENTS = ("cuda_libs", "cusparselt", "llvm", "triton", "pytorch", "torch_domains",
+              "ml_packages", "runtime_env", "verify")
+
+TORCH_SOURCES = ("source", "index", "wheelhouse", "existing")
+
+
+class PlanError(Exception):
+    pass
+
+
+def _problem(check, message):
+    return {"check": check, "message": message}
+
+
+def distribution_supported(distribution, version, supported):
+    for entry in supported:
+        if entry.get("distribution") == distribution:
+            versions = [str(v) for v in entry.get("versions", [])]
+            if not versions or str(version) in versions or str(version).split(".", 1)[0] in versions:
+                return True
+    return False
+
+
+def problems(facts, host, config):
+    """Every reason this host cannot be provisioned, each with what to do about it.
+
+    ``facts``: ansible_facts.sparkforge; ``host``: distribution, distribution_version,
+    python_version; ``config``: the preflight settings (see the preflight role's defaults).
+    """
+    found = []
+    arch = facts["cpu"]["arch"]
+    if arch == "x86_64":
+        if not config.get("allow_x86_64"):
+            found.append(_problem(
+                "cpu_arch",
+                "this host is x86_64; sparkforge targets aarch64 DGX Spark/GH200 hosts. Set "
+                "preflight_allow_x86_64: true to provision an x86_64 GPU host anyway."))
+    elif arch != "aarch64":
+        found.append(_problem("cpu_arch", "CPU architecture %s is not supported (aarch64, or x86_64 when allowed)" % arch))
+
+    supported = config.get("supported_distributions", [])
+    if not distribution_supported(host.get("distribution"), host.get("distribution_version"), supported):
+        names = ", ".join("%s %s" % (e["distribution"], "/".join(str(v) for v in e.get("versions", [])))
+                          for e in supported)
+        found.append(_problem(
+            "os",
+            "%s %s is not supported: install one of %s (or extend preflight_supported_distributions "
+            "if you know what you are doing)" % (host.get("distribution"), host.get("distribution_version"), names)))
+
+    if version_tuple(host.get("python_version", "0")) < version_tuple(config.get("min_python", "3.10")):
+        found.append(_problem(
+            "python",
+            "Python %s is too old: the stack needs %s or newer (Ubuntu 22.04 has 3.10, 24.04 has 3.12)"
+            % (host.get("python_version"), config.get("min_python", "3.10"))))
+
+    if not facts["gpus"]:
+        reason = facts.get("gpu_error") or "nvidia-smi lists no GPU"
+        if config.get("require_gpu", True):
+            found.append(_problem("gpu", "no NVIDIA GPU found: %s" % reason))
+    else:
+        min_driver = str(config.get("min_driver_blackwell", "580"))
+        for gpu in facts["gpus"]:
+            major = int(gpu["compute_capability"].split(".")[0])
+            if major >= BLACKWELL_MIN_MAJOR and version_tuple(gpu["driver_version"]) < version_tuple(min_driver):
+                found.append(_problem(
+                    "driver",
+                    "GPU %d (%s, %s) is a Blackwell and needs NVIDIA driver %s or newer, found %s: install "
+                    "nvidia-open-%s (the open kernel modules) and reboot"
+                    % (gpu["index"], gpu["name"], gpu["sm"], min_driver, gpu["driver_version"], min_driver)))
+
+    source_build = config.get("source_build", False)
+    need_ram = config["min_ram_gib_source_build"] if source_build else config["min_ram_gib"]
+    have_ram = facts["memory"]["total_mib"] / 1024.0
+    if have_ram < need_ram:
+        found.append(_problem(
+            "ram",
+            "%.1f GiB of RAM, the planned work needs %s GiB (%s). Add memory or swap, or install torch from "
+            "an index/wheelhouse instead of building it" % (
+                have_ram, need_ram, "building from source" if source_build else "installing")))
+
+    need_disk = config["min_disk_gib_source_build"] if source_build else config["min_disk_gib"]
+    build_dir = config.get("build_dir")
+    disk = facts.get("disk", {}).get(build_dir) if build_dir else None
+    if disk is not None:
+        free = disk["free_mib"] / 1024.0
+        if free < need_disk:
+            found.append(_problem(
+                "disk",
+                "%.1f GiB free at %s (measured at %s), the planned work needs %s GiB: free space or point "
+                "sparkforge_build_dir elsewhere" % (free, build_dir, disk["measured_at"], need_disk)))
+    return found
+
+
+def select_torch_version(requested, releases, platform_class):
+    """'latest' -> the newest release whose good_for lists the class; else the requested one, checked."""
+    if requested in (None, "", "latest"):
+        if platform_class == "none":
+            # No GPU: the host is refused anyway; plan with the newest release to show the work.
+            return max(releases, key=version_tuple)
+        good = [v for v, r in releases.items() if platform_class in (r.get("good_for") or [])]
+        if not good:
+            raise PlanError("no PyTorch release in the manifest is marked good for platform class %r; "
+                            "pin sparkforge_torch_version" % platform_class)
+        return max(good, key=version_tuple)
+    if requested not in releases:
+        raise PlanError("PyTorch %s is not in the manifest (known: %s); add it to sparkforge_torch_releases"
+                        % (requested, ", ".join(sorted(releases, key=version_tuple))))
+    return requested
+
+
+def default_arch_list(capabilities, torch_version, arch_min_version):
+    """TORCH_CUDA_ARCH_LIST for the host's GPUs.
+
+    12.1 is built as 12.0: sm_120 SASS runs on GB10 (same major, lower minor), it is what
+    NVIDIA and PyTorch ship, and it avoids the sm_121 empty-kernel trap of some releases.
+    """
+    names = []
+    for cap in capabilities:
+        name = "12.0" if cap == "12.1" else cap
+        minimum = arch_min_version.get(name)
+        if minimum is None or version_tuple(torch_version) < version_tuple(minimum):
+            raise PlanError("PyTorch %s cannot build for compute capability %s (arch name %s needs PyTorch %s)"
+                            % (torch_version, cap, name, minimum or "unknown"))
+        if name not in names:
+            names.append(name)
+    return ";".join(sorted(names, key=version_tuple))
+
+
+def build_plan(facts, config, manifest):
+    """What each component will do on this host and why.
+
+    ``config``: components (list), torch_version, torch_source, cuda_arch_list (optional),
+    ml_profile.  ``manifest``: sparkforge_torch_releases, sparkforge_triton_releases,
+    sparkforge_torch_arch_min_version.
+    """
+    klass = facts["platform_class"]
+    enabled = config.get("components") or list(COMPONENTS)
+    unknown = [c for c in enabled if c not in COMPONENTS]
+    if unknown:
+        raise PlanError("unknown component(s) %s; known: %s" % (", ".join(unknown), ", ".join(COMPONENTS)))
+    source = config.get("torch_source", "source")
+    if source not in TORCH_SOURCES:
+        raise PlanError("torch_source must be one of %s, got %r" % (", ".join(TORCH_SOURCES), source))
+
+    releases = manifest["sparkforge_torch_releases"]
+    torch_version = select_torch_version(config.get("torch_version"), releases, klass)
+    release = releases[torch_version]
+    capabilities = facts["compute_capabilities"]
+    if config.get("cuda_arch_list"):
+        arch_list, arch_why = config["cuda_arch_list"], "set by sparkforge_cuda_arch_list"
+    elif capabilities:
+        arch_list = default_arch_list(capabilities, torch_version, manifest["sparkforge_torch_arch_min_version"])
+        arch_why = "the host's GPUs (%s)%s" % (
+            ", ".join(facts["sm_archs"]), "; 12.1 built as 12.0 SASS, which runs on GB10" if "12.1" in capabilities else "")
+    else:
+        arch_list, arch_why = None, "no GPU on this host"
+    triton_version = release["triton"]
+    triton_release = manifest.get("sparkforge_triton_releases", {}).get(triton_version, {})
+
+    steps = []
+
+    def step(component, action, detail, why):
+        if component in enabled:
+            steps.append({"component": component, "action": action, "detail": detail, "why": why})
+
+    build_torch = source == "source"
+    step("cuda_libs", "install", "cuBLAS, cuDNN, NCCL, cuFile for CUDA %s from NVIDIA's apt repo"
+         % manifest.get("sparkforge_cuda_major", 13), "PyTorch links against them")
+    step("cusparselt", "install", "cuSPARSELt (local-repo package)", "2:4 sparse matmul (USE_CUSPARSELT)")
+    step("llvm", "install", "the distribution's LLVM/clang/lld", "build scripts expect clang and llvm-config")
+    if build_torch:
+        step("triton", "build", "Triton %s against LLVM %s built from source" % (
+            triton_version, (triton_release.get("llvm_commit") or "?")[:12]),
+            "PyTorch %s pairs with Triton %s; its bundled ptxas cannot target sm_121a" % (torch_version, triton_version))
+        step("pytorch", "build", "PyTorch %s wheel, TORCH_CUDA_ARCH_LIST=%s" % (torch_version, arch_list), arch_why)
+    else:
+        step("triton", "install", "Triton %s from the %s" % (triton_version, source), "paired with PyTorch %s" % torch_version)
+        step("pytorch", "install", "PyTorch %s from the %s" % (torch_version, source), "torch_source=%s" % source)
+    step("torch_domains", "build" if build_torch else "install",
+         "torchvision %s, torchaudio %s" % (release.get("torchvision"), release.get("torchaudio")),
+         "the versions paired with PyTorch %s" % torch_version)
+    step("ml_packages", "install", "profile %s" % config.get("ml_profile", "minimal"),
+         "constrained so the custom torch is never replaced")
+    step("runtime_env", "configure", "CUDA_MODULE_LOADING=LAZY, allocator, TF32, Triton ptxas", "runtime tuning")
+    step("verify", "check", "numerical checks and benchmarks on the GPU", "prove the result")
+    return {
+        "platform_class": klass,
+        "compute_capabilities": capabilities,
+        "torch": {"version": torch_version, "source": source, "cuda_arch_list": arch_list, "why": arch_why},
+        "triton": {"version": triton_version, "llvm_commit": triton_release.get("llvm_commit")},
+        "torchvision": release.get("torchvision"),
+        "torchaudio": release.get("torchaudio"),
+        "source_build": build_torch,
+        "steps": steps,
+    }
+
+
+def render_plan(plan, host_problems):
+    """A short text a person reads in the play output."""
+    lines = ["platform %s (%s), PyTorch %s from %s" % (
+        plan["platform_class"], ", ".join(plan["compute_capabilities"]) or "no GPU",
+        plan["torch"]["version"], plan["torch"]["source"])]
+    for item in plan["steps"]:
+        lines.append("  %-13s %-9s %s  [%s]" % (item["component"], item["action"], item["detail"], item["why"]))
+    if host_problems:
+        lines.append("blocked by %d problem(s):" % len(host_problems))
+        for item in host_problems:
+            lines.append("  - [%s] %s" % (item["check"], item["message"]))
+    return lines

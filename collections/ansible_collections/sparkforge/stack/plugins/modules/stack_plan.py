@@ -1,0 +1,172 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: sparkforge developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: stack_plan
+short_description: Check a host against sparkforge's requirements and plan what to install or build on it
+version_added: "0.1.0"
+description:
+  - Takes the facts of M(sparkforge.stack.gpu_facts) and C(setup), the user's settings and the version
+    manifest, and returns the list of problems that stop the host from being provisioned (each with what to
+    do about it) and the plan (what each component will install or build, and why).
+  - Reads only its arguments; never changes the host. The C(preflight) role publishes the result as the
+    C(sparkforge_plan) fact that later roles read.
+author:
+  - sparkforge developers (@sparkforge)
+options:
+  facts:
+    description: The C(ansible_facts.sparkforge) dict returned by M(sparkforge.stack.gpu_facts).
+    type: dict
+    required: true
+  host:
+    description:
+      - OS facts of the host, keys C(distribution), C(distribution_version) and C(python_version).
+    type: dict
+    required: true
+  checks:
+    description:
+      - Preflight settings, keys C(allow_x86_64), C(supported_distributions) (list of dicts with
+        C(distribution) and C(versions)), C(min_python), C(require_gpu), C(min_driver_blackwell),
+        C(min_ram_gib), C(min_ram_gib_source_build), C(min_disk_gib), C(min_disk_gib_source_build),
+        C(build_dir).
+    type: dict
+    required: true
+  settings:
+    description:
+      - What the user asked for, keys C(components) (list), C(torch_version) (C(latest) or a version of the
+        manifest), C(torch_source) (C(source), C(index), C(wheelhouse) or C(existing)), C(cuda_arch_list)
+        (empty for the default from the host's GPUs) and C(ml_profile).
+    type: dict
+    required: true
+  manifest:
+    description:
+      - The version manifest (the C(sparkforge.stack.manifest) role's variables), at least
+        C(sparkforge_torch_releases), C(sparkforge_triton_releases) and C(sparkforge_torch_arch_min_version).
+    type: dict
+    required: true
+attributes:
+  check_mode:
+    support: full
+    description: Reads only, so check mode runs it fully.
+  diff_mode:
+    support: none
+    description: Nothing is changed, so there is no diff.
+"""
+
+EXAMPLES = r"""
+- name: Plan the host
+  sparkforge.stack.stack_plan:
+    facts: "{{ ansible_facts.sparkforge }}"
+    host:
+      distribution: "{{ ansible_facts.distribution }}"
+      distribution_version: "{{ ansible_facts.distribution_version }}"
+      python_version: "{{ ansible_facts.python_version }}"
+    checks:
+      allow_x86_64: false
+      supported_distributions: [{distribution: Ubuntu, versions: ["24.04"]}]
+      min_python: "3.10"
+      require_gpu: true
+      min_driver_blackwell: "580"
+      min_ram_gib: 8
+      min_ram_gib_source_build: 32
+      min_disk_gib: 20
+      min_disk_gib_source_build: 120
+      build_dir: /opt/sparkforge/build
+    settings:
+      torch_version: latest
+      torch_source: source
+    manifest:
+      sparkforge_torch_releases: "{{ sparkforge_torch_releases }}"
+      sparkforge_triton_releases: "{{ sparkforge_triton_releases }}"
+      sparkforge_torch_arch_min_version: "{{ sparkforge_torch_arch_min_version }}"
+  register: planned
+"""
+
+RETURN = r"""
+plan:
+  description: What each component will do on this host and why.
+  returned: success
+  type: dict
+  sample:
+    platform_class: dgx_spark
+    compute_capabilities: ["12.1"]
+    torch: {version: "2.11.0", source: source, cuda_arch_list: "12.0", why: "the host's GPUs (sm_121)"}
+    triton: {version: "3.6.0", llvm_commit: f6ded0be897e2878612dd903f7e8bb85448269e5}
+    torchvision: "0.26.0"
+    torchaudio: "2.11.0"
+    source_build: true
+    steps:
+      - {component: pytorch, action: build, detail: "PyTorch 2.11.0 wheel, TORCH_CUDA_ARCH_LIST=12.0", why: "..."}
+problems:
+  description: Every reason the host cannot be provisioned, each with what to do. Empty when it can.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{check: cpu_arch, message: "this host is x86_64; ..."}]
+plan_text:
+  description: The plan and the problems as lines a person reads.
+  returned: always
+  type: list
+  elements: str
+ready:
+  description: True when there is no problem.
+  returned: always
+  type: bool
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.sparkforge.stack.plugins.module_utils.preflight import (
+    PlanError,
+    build_plan,
+    problems,
+    render_plan,
+)
+
+_REQUIRED_CHECKS = ("min_ram_gib", "min_ram_gib_source_build", "min_disk_gib", "min_disk_gib_source_build")
+_REQUIRED_MANIFEST = ("sparkforge_torch_releases", "sparkforge_torch_arch_min_version")
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            facts=dict(type="dict", required=True),
+            host=dict(type="dict", required=True),
+            checks=dict(type="dict", required=True),
+            settings=dict(type="dict", required=True),
+            manifest=dict(type="dict", required=True),
+        ),
+        supports_check_mode=True,
+    )
+    params = module.params
+    missing = [k for k in _REQUIRED_CHECKS if k not in params["checks"]]
+    missing += [k for k in _REQUIRED_MANIFEST if k not in params["manifest"]]
+    if missing:
+        module.fail_json(msg="stack_plan is missing %s" % ", ".join(missing))
+    if "gpus" not in params["facts"]:
+        module.fail_json(msg="facts must be the ansible_facts.sparkforge dict of sparkforge.stack.gpu_facts")
+
+    checks = dict(params["checks"])
+    plan = None
+    plan_error = None
+    try:
+        plan = build_plan(params["facts"], params["settings"], params["manifest"])
+        checks["source_build"] = plan["source_build"]
+    except PlanError as exc:
+        plan_error = str(exc)
+    found = problems(params["facts"], params["host"], checks)
+    if plan_error:
+        found.append({"check": "plan", "message": plan_error})
+    text = render_plan(plan, found) if plan else ["no plan: %s" % plan_error] + [
+        "  - [%s] %s" % (p["check"], p["message"]) for p in found]
+    module.exit_json(changed=False, plan=plan, problems=found, plan_text=text, ready=not found)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,132 @@
+# -*- coding: utf-8 -*-
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import copy
+import glob
+import os
+
+import pytest
+import yaml
+
+from ansible_collections.sparkforge.stack.plugins.module_utils import preflight as pf
+
+MANIFEST_DIR = os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", "roles", "manifest", "defaults", "main")
+
+
+def manifest():
+    data = {}
+    for path in sorted(glob.glob(os.path.join(MANIFEST_DIR, "*.yml"))):
+        with open(path) as handle:
+            data.update(yaml.safe_load(handle) or {})
+    return data
+
+
+def spark_facts(driver="580.95.05"):
+    return {
+        "gpus": [{"index": 0, "name": "NVIDIA GB10", "compute_capability": "12.1", "sm": "sm_121",
+                  "driver_version": driver, "memory_mib": None, "uuid": "GPU-x", "platform_class": "dgx_spark"}],
+        "compute_capabilities": ["12.1"], "sm_archs": ["sm_121"], "platform_class": "dgx_spark",
+        "cpu": {"arch": "aarch64", "cores": 20, "sve2": True},
+        "memory": {"total_mib": 122502, "available_mib": 120000},
+        "disk": {"/opt/sparkforge/build": {"measured_at": "/opt", "free_mib": 900000, "total_mib": 1900000}},
+        "gpu_error": None,
+    }
+
+
+HOST = {"distribution": "Ubuntu", "distribution_version": "24.04", "python_version": "3.12.3"}
+CHECKS = {
+    "allow_x86_64": False,
+    "supported_distributions": [{"distribution": "Ubuntu", "versions": ["22.04", "24.04"]}],
+    "min_python": "3.10", "require_gpu": True, "min_driver_blackwell": "580",
+    "min_ram_gib": 8, "min_ram_gib_source_build": 32, "min_disk_gib": 20, "min_disk_gib_source_build": 120,
+    "build_dir": "/opt/sparkforge/build", "source_build": True,
+}
+
+
+def checks_of(problems):
+    return sorted(p["check"] for p in problems)
+
+
+def test_dgx_spark_is_ready():
+    assert pf.problems(spark_facts(), HOST, CHECKS) == []
+
+
+def test_each_problem_is_reported_with_what_to_do():
+    facts = spark_facts(driver="570.86.10")
+    facts["cpu"]["arch"] = "x86_64"
+    facts["memory"]["total_mib"] = 16 * 1024
+    facts["disk"]["/opt/sparkforge/build"]["free_mib"] = 50 * 1024
+    host = {"distribution": "Debian", "distribution_version": "12", "python_version": "3.9.2"}
+    found = pf.problems(facts, host, CHECKS)
+    assert checks_of(found) == ["cpu_arch", "disk", "driver", "os", "python", "ram"]
+    text = " ".join(p["message"] for p in found)
+    for hint in ("preflight_allow_x86_64", "nvidia-open-580", "sparkforge_build_dir", "3.10"):
+        assert hint in text
+
+
+def test_x86_allowed_by_variable_and_thresholds_follow_the_plan():
+    facts = spark_facts()
+    facts["cpu"]["arch"] = "x86_64"
+    facts["memory"]["total_mib"] = 16 * 1024
+    checks = dict(CHECKS, allow_x86_64=True, source_build=False)
+    assert pf.problems(facts, HOST, checks) == []
+
+
+def test_no_gpu():
+    facts = spark_facts()
+    facts.update(gpus=[], compute_capabilities=[], sm_archs=[], platform_class="none",
+                 gpu_error="nvidia-smi not found")
+    assert checks_of(pf.problems(facts, HOST, CHECKS)) == ["gpu"]
+    assert pf.problems(facts, HOST, dict(CHECKS, require_gpu=False)) == []
+
+
+def test_hopper_needs_no_580_driver():
+    facts = spark_facts(driver="550.54.15")
+    facts["gpus"][0].update(compute_capability="9.0", sm="sm_90", name="NVIDIA GH200 480GB")
+    assert pf.problems(facts, HOST, CHECKS) == []
+
+
+def test_plan_for_spark_builds_12_0_sass():
+    plan = pf.build_plan(spark_facts(), {"torch_source": "source"}, manifest())
+    newest_good = max((v for v, r in manifest()["sparkforge_torch_releases"].items() if "dgx_spark" in r["good_for"]),
+                      key=lambda v: tuple(int(x) for x in v.split(".")))
+    assert plan["torch"]["version"] == newest_good
+    assert plan["torch"]["cuda_arch_list"] == "12.0"
+    assert plan["source_build"] is True
+    assert [s["component"] for s in plan["steps"]] == list(pf.COMPONENTS)
+    assert {s["action"] for s in plan["steps"] if s["component"] in ("triton", "pytorch")} == {"build"}
+
+
+def test_plan_index_source_and_component_subset():
+    plan = pf.build_plan(spark_facts(), {"torch_source": "index", "components": ["pytorch", "verify"],
+                                         "torch_version": "2.9.1"}, manifest())
+    assert [s["component"] for s in plan["steps"]] == ["pytorch", "verify"]
+    assert plan["torch"]["version"] == "2.9.1" and plan["triton"]["version"] == "3.5.1"
+    assert plan["source_build"] is False
+
+
+def test_plan_errors():
+    m = manifest()
+    with pytest.raises(pf.PlanError, match="not in the manifest"):
+        pf.build_plan(spark_facts(), {"torch_version": "1.0.0"}, m)
+    with pytest.raises(pf.PlanError, match="unknown component"):
+        pf.build_plan(spark_facts(), {"components": ["bogus"]}, m)
+    with pytest.raises(pf.PlanError, match="torch_source"):
+        pf.build_plan(spark_facts(), {"torch_source": "conda"}, m)
+    old = copy.deepcopy(m)
+    old["sparkforge_torch_releases"] = {"2.7.0": {"triton": "3.5.0", "good_for": ["dgx_spark"]}}
+    with pytest.raises(pf.PlanError, match="cannot build for compute capability 12.1"):
+        pf.build_plan(spark_facts(), {}, dict(old, sparkforge_torch_arch_min_version={"12.0": "2.8.0"}))
+
+
+def test_mixed_host_arch_list_covers_every_gpu():
+    assert pf.default_arch_list(["9.0", "12.1"], "2.11.0", manifest()["sparkforge_torch_arch_min_version"]) == "9.0;12.0"
+
+
+def test_render_plan_lists_problems():
+    plan = pf.build_plan(spark_facts(), {}, manifest())
+    lines = pf.render_plan(plan, [{"check": "os", "message": "Debian is not supported"}])
+    assert lines[0].startswith("platform dgx_spark (12.1)")
+    assert lines[-1] == "  - [os] Debian is not supported"

@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# Build the container-host base images for the molecule scenarios from Debian's packages.
+#
+# No image registry is reachable from every site (nor from CI), so the images are made
+# with debootstrap and `podman import`.  Each image is tagged
+#   localhost/sparkforge-bookworm:<arch>
+# and labelled with a hash of its recipe; an image whose label matches is reused, and
+# the root file system tarball is cached under ~/.cache/sparkforge/images/ so that a
+# wiped podman store costs seconds, not minutes.  arm64 runs through qemu-user (binfmt).
+#
+# Usage: molecule/shared/build-images.sh [amd64] [arm64]      (default: both)
+set -euo pipefail
+
+SUITE=bookworm
+# What every host needs for Ansible and for the stack's build fixtures.  The roles still
+# install what they need themselves; having it here only saves emulated minutes.
+PACKAGES=python3,python3-apt,python3-venv,python3-dev,ca-certificates,gnupg,git,procps,gcc,g++,make,cmake,ninja-build,xz-utils,curl
+RECIPE_VERSION=1
+CACHE_DIR=${SPARKFORGE_CACHE:-$HOME/.cache/sparkforge}/images
+
+arches=("$@")
+[ ${#arches[@]} -gt 0 ] || arches=(amd64 arm64)
+
+# The Debian mirror this machine's apt uses (so mirrors and proxies configured for apt apply).
+debian_mirror() {
+  if [ -n "${SPARKFORGE_DEBIAN_MIRROR:-}" ]; then echo "$SPARKFORGE_DEBIAN_MIRROR"; return; fi
+  local uri
+  uri=$(grep -hE '^URIs:' /etc/apt/sources.list.d/*.sources 2>/dev/null | awk '{print $2}' | grep -v security | head -n1 || true)
+  [ -n "$uri" ] || uri=$(grep -hE '^deb ' /etc/apt/sources.list 2>/dev/null | awk '{print $2}' | head -n1 || true)
+  [ -n "$uri" ] || { echo "no Debian mirror found in /etc/apt; set SPARKFORGE_DEBIAN_MIRROR" >&2; exit 1; }
+  echo "$uri"
+}
+
+enable_binfmt() {
+  if [ ! -e /proc/sys/fs/binfmt_misc/register ]; then
+    mount -t binfmt_misc binfmt_misc /proc/sys/fs/binfmt_misc
+  fi
+  if [ ! -e /proc/sys/fs/binfmt_misc/qemu-aarch64 ]; then
+    update-binfmts --enable qemu-aarch64
+  fi
+  [ -e /proc/sys/fs/binfmt_misc/qemu-aarch64 ] || { echo "qemu-aarch64 binfmt handler is not registered" >&2; exit 1; }
+}
+
+mkdir -p "$CACHE_DIR"
+exec 9>"$CACHE_DIR/.lock"
+flock 9   # concurrent callers wait for one builder
+
+mirror=$(debian_mirror)
+for arch in "${arches[@]}"; do
+  case "$arch" in amd64|arm64) ;; *) echo "unsupported arch $arch (amd64, arm64)" >&2; exit 2;; esac
+  [ "$arch" = arm64 ] && enable_binfmt
+  recipe="$RECIPE_VERSION $SUITE $arch $PACKAGES"
+  hash=$(printf '%s' "$recipe" | sha256sum | cut -c1-16)
+  tag="localhost/sparkforge-bookworm:$arch"
+  have=$(podman image inspect --format '{{ index .Labels "sparkforge.recipe" }}' "$tag" 2>/dev/null || true)
+  if [ "$have" = "$hash" ]; then
+    echo "image $tag is current ($hash)"
+    continue
+  fi
+  tarball="$CACHE_DIR/bookworm-$arch-$hash.tar"
+  if [ ! -s "$tarball" ]; then
+    start=$(date +%s)
+    root=$(mktemp -d "$CACHE_DIR/rootfs-$arch.XXXXXX")
+    echo "debootstrap $SUITE $arch from $mirror (log: $CACHE_DIR/debootstrap-$arch.log)"
+    if ! debootstrap --variant=minbase --arch="$arch" --include="$PACKAGES" "$SUITE" "$root" "$mirror" \
+        >"$CACHE_DIR/debootstrap-$arch.log" 2>&1; then
+      tail -n 30 "$CACHE_DIR/debootstrap-$arch.log" >&2
+      rm -rf "$root"
+      exit 1
+    fi
+    # Containers reach Debian over plain HTTP; keep the image's apt lists empty and small.
+    rm -rf "$root"/var/cache/apt/archives/*.deb "$root"/var/lib/apt/lists/*
+    tar -C "$root" -cf "$tarball.tmp" .
+    mv "$tarball.tmp" "$tarball"
+    rm -rf "$root"
+    echo "rootfs $arch built in $(( $(date +%s) - start ))s"
+  fi
+  podman import --arch "$arch" --change "LABEL sparkforge.recipe=$hash" --change 'CMD ["sleep","infinity"]' \
+    "$tarball" "$tag" >/dev/null
+  echo "image $tag imported ($hash)"
+done
