@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: sparkforge developers
-# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """What the ``triton_llvm_build`` module knows about Triton and LLVM builds.
 
 Plain functions, no Ansible imports: unit tests call them directly.
