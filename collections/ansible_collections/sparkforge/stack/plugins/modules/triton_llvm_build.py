@@ -607,7 +607,7 @@ def main():
 
     def fail(msg, **extra):
         result.update(extra)
-        result["duration_s"] = round(time.time() - builder.started, 1)
+        result["duration_s"] = round(time.time() - builder.started, 2)
         module.fail_json(msg=msg, **result)
 
     lock = None
@@ -662,7 +662,7 @@ def main():
     finally:
         if lock is not None:
             lock.release()
-    result["duration_s"] = round(time.time() - builder.started, 1)
+    result["duration_s"] = round(time.time() - builder.started, 2)
     module.exit_json(**result)
 
 
