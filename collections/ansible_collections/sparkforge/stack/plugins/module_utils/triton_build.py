@@ -25,6 +25,7 @@ import json
 import os
 import re
 import subprocess
+import threading
 
 from ansible_collections.sparkforge.stack.plugins.module_utils.build_common import (
     BuildError,
@@ -379,3 +380,35 @@ def error_lines(log_path, limit=15, scan_bytes=512 * 1024):
         return []
     hits = [line.rstrip() for line in text.splitlines() if _ERROR_LINE.search(line)]
     return hits[-limit:]
+
+
+class Heartbeat:
+    """Rewrites the status file every ``interval`` seconds while a phase runs.
+
+    Ninja progress refreshes the file during compiles; a long silent step (CMake, pip, a big link)
+    would leave ``elapsed_s`` frozen and make a poller think the build hangs.
+    """
+
+    def __init__(self, status, interval=10.0):
+        self.status = status
+        self.interval = interval
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="status-heartbeat")
+        self._thread.daemon = True
+
+    def _run(self):
+        while not self._stop.wait(self.interval):
+            try:
+                self.status.update(force=True)
+            except Exception:  # pylint: disable=broad-except
+                # A status write racing the main thread is retried on the next beat.
+                continue
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+        return False

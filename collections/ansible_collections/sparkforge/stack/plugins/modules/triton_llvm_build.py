@@ -246,6 +246,10 @@ phase:
   description: The phase that failed (clone, llvm-configure, llvm-build, llvm-install, triton-wheel, publish).
   returned: failure
   type: str
+rc:
+  description: Exit code of the command that failed.
+  returned: failure of a build phase
+  type: int
 log_tail:
   description: The last lines of the log when a phase failed.
   returned: failure
@@ -646,7 +650,8 @@ def main():
             makedirs(builder.wheel_dir)
             clean_partials(builder.wheel_dir)
             try:
-                built, wheel, record = builder.build(status)
+                with tb.Heartbeat(status):
+                    built, wheel, record = builder.build(status)
             except BuildFailed as exc:
                 errors = tb.error_lines(exc.log_path)
                 msg = str(exc)

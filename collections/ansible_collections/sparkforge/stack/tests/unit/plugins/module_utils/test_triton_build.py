@@ -235,3 +235,15 @@ def test_error_lines(tmp_path):
     assert tb.error_lines(str(log)) == ["src/a.cpp:3:1: error: expected ';'",
                                         "ERROR: Failed to build one or more wheels"]
     assert tb.error_lines(str(tmp_path / "missing")) == []
+
+
+def test_heartbeat_refreshes_status(tmp_path):
+    import json
+    import time
+    from ansible_collections.sparkforge.stack.plugins.module_utils.build_common import StatusFile
+    status = StatusFile(str(tmp_path / "status.json"), "test")
+    status.phase("llvm-build")
+    with tb.Heartbeat(status, interval=0.05):
+        time.sleep(0.3)
+    with open(str(tmp_path / "status.json")) as handle:
+        assert json.load(handle)["elapsed_s"] >= 0.2
