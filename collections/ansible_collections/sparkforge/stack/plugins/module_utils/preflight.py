@@ -13,7 +13,9 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.sparkforge.stack.plugins.module_utils.build_common import BuildError
 from ansible_collections.sparkforge.stack.plugins.module_utils.platforms import version_tuple
+from ansible_collections.sparkforge.stack.plugins.module_utils.torch_build import plan_arch_list
 
 # Compute capability major from which a GPU is a Blackwell (10.x B200/GB200, 11.0 Thor, 12.x GB10/RTX 50).
 BLACKWELL_MIN_MAJOR = 10
@@ -129,24 +131,6 @@ def select_torch_version(requested, releases, platform_class):
     return requested
 
 
-def default_arch_list(capabilities, torch_version, arch_min_version):
-    """TORCH_CUDA_ARCH_LIST for the host's GPUs.
-
-    12.1 is built as 12.0: sm_120 SASS runs on GB10 (same major, lower minor), it is what
-    NVIDIA and PyTorch ship, and it avoids the sm_121 empty-kernel trap of some releases.
-    """
-    names = []
-    for cap in capabilities:
-        name = "12.0" if cap == "12.1" else cap
-        minimum = arch_min_version.get(name)
-        if minimum is None or version_tuple(torch_version) < version_tuple(minimum):
-            raise PlanError("PyTorch %s cannot build for compute capability %s (arch name %s needs PyTorch %s)"
-                            % (torch_version, cap, name, minimum or "unknown"))
-        if name not in names:
-            names.append(name)
-    return ";".join(sorted(names, key=version_tuple))
-
-
 def build_plan(facts, config, manifest):
     """What each component will do on this host and why.
 
@@ -167,14 +151,20 @@ def build_plan(facts, config, manifest):
     torch_version = select_torch_version(config.get("torch_version"), releases, klass)
     release = releases[torch_version]
     capabilities = facts["compute_capabilities"]
-    if config.get("cuda_arch_list"):
-        arch_list, arch_why = config["cuda_arch_list"], "set by sparkforge_cuda_arch_list"
-    elif capabilities:
-        arch_list = default_arch_list(capabilities, torch_version, manifest["sparkforge_torch_arch_min_version"])
-        arch_why = "the host's GPUs (%s)%s" % (
-            ", ".join(facts["sm_archs"]), "; 12.1 built as 12.0 SASS, which runs on GB10" if "12.1" in capabilities else "")
-    else:
-        arch_list, arch_why = None, "no GPU on this host"
+    data = {
+        "arch_defaults": manifest.get("sparkforge_torch_arch_defaults") or {},
+        "arch_min_version": manifest["sparkforge_torch_arch_min_version"],
+        "traps": manifest.get("sparkforge_torch_traps") or {},
+    }
+    try:
+        arch = plan_arch_list(config.get("cuda_arch_list") or None, torch_version, release, klass, capabilities,
+                              data, manifest.get("sparkforge_torch_fixes") or {})
+    except BuildError as exc:
+        raise PlanError(str(exc))
+    arch_list = arch["arch_list"]
+    arch_why = arch["why"] if not config.get("cuda_arch_list") else "set by sparkforge_cuda_arch_list"
+    if arch["fixes_needed"]:
+        arch_why += "; fixes applied: %s" % ", ".join(arch["fixes_needed"])
     triton_version = release["triton"]
     triton_release = manifest.get("sparkforge_triton_releases", {}).get(triton_version, {})
 
@@ -190,8 +180,9 @@ def build_plan(facts, config, manifest):
     step("cusparselt", "install", "cuSPARSELt (local-repo package)", "2:4 sparse matmul (USE_CUSPARSELT)")
     step("llvm", "install", "the distribution's LLVM/clang/lld", "build scripts expect clang and llvm-config")
     if build_torch:
+        llvm = triton_release.get("llvm_commit")
         step("triton", "build", "Triton %s against LLVM %s built from source" % (
-            triton_version, (triton_release.get("llvm_commit") or "?")[:12]),
+            triton_version, llvm[:12] if llvm else "(the commit its cmake/llvm-hash.txt pins)"),
             "PyTorch %s pairs with Triton %s; its bundled ptxas cannot target sm_121a" % (torch_version, triton_version))
         step("pytorch", "build", "PyTorch %s wheel, TORCH_CUDA_ARCH_LIST=%s" % (torch_version, arch_list), arch_why)
     else:

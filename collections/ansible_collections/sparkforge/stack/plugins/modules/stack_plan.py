@@ -48,7 +48,9 @@ options:
   manifest:
     description:
       - The version manifest (the C(sparkforge.stack.manifest) role's variables), at least
-        C(sparkforge_torch_releases), C(sparkforge_triton_releases) and C(sparkforge_torch_arch_min_version).
+        C(sparkforge_torch_releases), C(sparkforge_triton_releases) and C(sparkforge_torch_arch_min_version),
+        and for the default arch list C(sparkforge_torch_arch_defaults), C(sparkforge_torch_traps) and
+        C(sparkforge_torch_fixes).
     type: dict
     required: true
 attributes:

@@ -88,12 +88,24 @@ def test_hopper_needs_no_580_driver():
     assert pf.problems(facts, HOST, CHECKS) == []
 
 
-def test_plan_for_spark_builds_12_0_sass():
-    plan = pf.build_plan(spark_facts(), {"torch_source": "source"}, manifest())
-    newest_good = max((v for v, r in manifest()["sparkforge_torch_releases"].items() if "dgx_spark" in r["good_for"]),
+def test_plan_for_spark_builds_working_kernels():
+    m = manifest()
+    plan = pf.build_plan(spark_facts(), {"torch_source": "source"}, m)
+    newest_good = max((v for v, r in m["sparkforge_torch_releases"].items() if "dgx_spark" in r["good_for"]),
                       key=lambda v: tuple(int(x) for x in v.split(".")))
     assert plan["torch"]["version"] == newest_good
+    # 12.1 SASS only where the release has no sm_121 trap; 12.0 SASS (runs on 12.1) otherwise.
+    trapped = "mem_eff_sm121_guard" in (m["sparkforge_torch_releases"][newest_good].get("traps") or [])
+    assert plan["torch"]["cuda_arch_list"] == ("12.0" if trapped else "12.1")
+
+
+def test_plan_on_a_trap_release_avoids_sm_121():
+    plan = pf.build_plan(spark_facts(), {"torch_version": "2.9.1"}, manifest())
     assert plan["torch"]["cuda_arch_list"] == "12.0"
+    assert "trap avoided" in plan["torch"]["why"]
+    # Asking for 12.1 on that release applies the release's fix (or is refused when it has none).
+    plan = pf.build_plan(spark_facts(), {"torch_version": "2.9.1", "cuda_arch_list": "12.1"}, manifest())
+    assert "mem_eff_sm121_guard" in plan["torch"]["why"]
     assert plan["source_build"] is True
     assert [s["component"] for s in plan["steps"]] == list(pf.COMPONENTS)
     assert {s["action"] for s in plan["steps"] if s["component"] in ("triton", "pytorch")} == {"build"}
@@ -117,12 +129,19 @@ def test_plan_errors():
         pf.build_plan(spark_facts(), {"torch_source": "conda"}, m)
     old = copy.deepcopy(m)
     old["sparkforge_torch_releases"] = {"2.7.0": {"triton": "3.5.0", "good_for": ["dgx_spark"]}}
-    with pytest.raises(pf.PlanError, match="cannot build for compute capability 12.1"):
-        pf.build_plan(spark_facts(), {}, dict(old, sparkforge_torch_arch_min_version={"12.0": "2.8.0"}))
+    with pytest.raises(pf.PlanError, match="cannot be built with torch 2.7.0"):
+        pf.build_plan(spark_facts(), {}, old)
+    with pytest.raises(pf.PlanError, match="12.1f"):
+        pf.build_plan(spark_facts(), {"cuda_arch_list": "12.1f"}, m)
 
 
 def test_mixed_host_arch_list_covers_every_gpu():
-    assert pf.default_arch_list(["9.0", "12.1"], "2.11.0", manifest()["sparkforge_torch_arch_min_version"]) == "9.0;12.0"
+    facts = spark_facts()
+    facts["gpus"].append(dict(facts["gpus"][0], index=1, name="NVIDIA H100", compute_capability="9.0", sm="sm_90",
+                              platform_class="hopper"))
+    facts.update(compute_capabilities=["9.0", "12.1"], sm_archs=["sm_90", "sm_121"], platform_class="mixed")
+    plan = pf.build_plan(facts, {"torch_version": "2.9.1"}, manifest())
+    assert plan["torch"]["cuda_arch_list"] == "9.0;12.0"
 
 
 def test_render_plan_lists_problems():

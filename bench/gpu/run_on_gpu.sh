@@ -1,0 +1,56 @@
+#!/bin/bash
+# What runs on the GPU test machine (H100/H200, CUDA 13, torch preinstalled, no registry):
+#   1. installs Ansible from the wheels carried in $WHEELS (ansible-core 2.19.14 + deps, cp312 x86_64),
+#   2. compares the fat binary audit with cuobjdump on torch's libtorch_cuda.so and times both,
+#   3. runs bench/gpu/gpu_verify.yml (runtime_env + verify, torch_source existing) over the local connection,
+#   4. copies the reports to $OUT (the device tool brings them back).
+# Usage (from the repository root): WHEELS=.whl OUT=/some/dir bash bench/gpu/run_on_gpu.sh
+# SKIP_AUDIT=1 leaves out step 2; VERIFY_EXTRA adds ansible-playbook arguments (e.g. "-e verify_bench_scale=2").
+set -euo pipefail
+REPO=$(cd "$(dirname "$0")/../.." && pwd)
+WHEELS=${WHEELS:-$REPO/.whl}
+OUT=${OUT:-$REPO/gpu-out}
+PY=${SPARKFORGE_GPU_PYTHON:-$(command -v python3)}
+export SPARKFORGE_GPU_PYTHON=$PY
+export SPARKFORGE_GPU_VENV=${SPARKFORGE_GPU_VENV:-$(dirname "$(dirname "$PY")")}
+export PYTHONUNBUFFERED=1
+mkdir -p "$OUT"
+cd "$REPO"
+echo "== $(date -u +%FT%TZ) host $(hostname) python $PY"
+nvidia-smi --query-gpu=name,compute_cap,driver_version,memory.total --format=csv
+
+echo "== install Ansible from carried wheels"
+"$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "$WHEELS"/*.whl
+export PYTHONPATH=/tmp/site
+"$PY" -c 'import ansible; print("ansible-core", ansible.__version__ if hasattr(ansible, "__version__") else "")' || true
+
+if [ -z "${SKIP_AUDIT:-}" ]; then
+echo "== audit vs cuobjdump"
+TORCH_LIB=$("$PY" -c 'import os, torch; print(os.path.join(os.path.dirname(torch.__file__), "lib"))')
+CAP=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d ' ')
+command -v zstd >/dev/null && echo "zstd: $(command -v zstd)" || echo "zstd: not installed"
+"$PY" bench/audit_vs_cuobjdump.py --cuobjdump "${CUOBJDUMP:-/usr/local/cuda/bin/cuobjdump}" --target "$CAP" \
+    --repeat 3 --out "$OUT/arch-audit-torch.json" "$TORCH_LIB/libtorch_cuda.so" "$TORCH_LIB/libc10_cuda.so" \
+    || echo "audit/cuobjdump DISAGREE (rc=$?)"
+/usr/bin/time -f "whole torch/lib directory audit: %e s" "$PY" -c "
+import sys; sys.path.insert(0, 'collections')
+from ansible_collections.sparkforge.stack.plugins.module_utils import fatbin
+r = fatbin.audit('$TORCH_LIB', target='$CAP')
+print('torch/lib verdict', r['verdict'], [(l['path'], l['verdict']) for l in r['libraries']])
+" 2>&1 | tee "$OUT/torch-lib-audit.txt"
+fi
+
+echo "== ansible-playbook bench/gpu/gpu_verify.yml"
+export ANSIBLE_CONFIG=$REPO/ansible.cfg
+export ANSIBLE_LOCAL_TEMP=/tmp/ansible-local ANSIBLE_REMOTE_TEMP=/tmp/ansible-remote
+set +e
+"$PY" /tmp/site/bin/ansible-playbook bench/gpu/gpu_verify.yml -i bench/gpu/inventory.yml \
+    -e verify_controller_dir=/tmp/sparkforge-collected -e verify_run=gpu-test ${VERIFY_EXTRA:-} 2>&1 | tee "$OUT/ansible.log"
+RC=${PIPESTATUS[0]}
+set -e
+echo "ansible-playbook exit $RC" | tee -a "$OUT/ansible.log"
+for f in verify.json verify.md verify.png; do
+    cp /tmp/sparkforge-collected/gpu-test/gpu-test/$f "$OUT/" 2>/dev/null || echo "missing $f"
+done
+cp /tmp/sparkforge-collected/gpu-test/summary.md "$OUT/fleet-summary.md" 2>/dev/null || echo "missing summary"
+exit $RC

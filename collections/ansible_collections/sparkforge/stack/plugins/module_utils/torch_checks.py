@@ -1,0 +1,306 @@
+# -*- coding: utf-8 -*-
+# Copyright: sparkforge developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""torch_verify's logic: run the check script in the venv, judge its output, render reports.
+
+Plain functions; the check script itself is in torch_check_script.SCRIPT.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import math
+import os
+import re
+import subprocess
+import tempfile
+import time
+
+from ansible_collections.sparkforge.stack.plugins.module_utils import fatbin, png_chart
+from ansible_collections.sparkforge.stack.plugins.module_utils.torch_check_script import SCRIPT
+
+CHECK_GROUPS = ("gemm", "fp8", "sdpa", "sparse24", "triton", "compile", "nccl", "gds")
+# Statuses that fail the host; "skip" (not applicable here), "unavailable" and "info" do not.
+FAILING = ("fail",)
+
+
+class VerifyError(Exception):
+    pass
+
+
+def run_script(python, config, timeout, env=None):
+    """Run the check script with ``python``; return (parsed JSON, stdout, stderr)."""
+    if not os.path.exists(python):
+        raise VerifyError("python %s does not exist: give the stack venv's interpreter "
+                          "(e.g. /opt/sparkforge/venv/bin/python)" % python)
+    handle = tempfile.NamedTemporaryFile("w", prefix="sparkforge-verify-", suffix=".py", delete=False)
+    try:
+        with handle:
+            handle.write(SCRIPT)
+        child_env = dict(os.environ)
+        child_env.update(env or {})
+        # The override makes cuBLAS use TF32 even where torch asks for strict FP32; the checks measure
+        # both explicitly, so they run without it and the report says it is configured.
+        override = child_env.pop("TORCH_ALLOW_TF32_CUBLAS_OVERRIDE", None)
+        config = dict(config, tf32_override_configured=override)
+        child_env.setdefault("PYTHONUNBUFFERED", "1")
+        try:
+            proc = subprocess.run([python, handle.name, json.dumps(config)], stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, universal_newlines=True, timeout=timeout, env=child_env,
+                                  check=False)
+        except subprocess.TimeoutExpired:
+            raise VerifyError("the check script did not finish within %ds (raise timeout, or lower bench_scale)"
+                              % timeout)
+    finally:
+        os.unlink(handle.name)
+    return parse_output(proc.stdout, proc.stderr, proc.returncode), proc.stdout, proc.stderr
+
+
+def parse_output(stdout, stderr="", returncode=0):
+    for line in reversed(stdout.strip().splitlines()):
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                return json.loads(line)
+            except ValueError:
+                break
+    raise VerifyError("the check script printed no result (exit %d): %s" % (returncode, (stderr or stdout)[-1500:]))
+
+
+def match_platform(device_name, platforms):
+    """(key, entry) of the first platform whose ``match`` regex finds device_name; (None, None) otherwise."""
+    for key, entry in (platforms or {}).items():
+        if re.search(entry.get("match", key), device_name or "", re.IGNORECASE):
+            return key, entry
+    return None, None
+
+
+def peak_for(entry, peak_key):
+    if not entry or not peak_key:
+        return None
+    if peak_key == "mem_bw":
+        return entry.get("mem_bw_gbs")
+    return (entry.get("tflops") or {}).get(peak_key)
+
+
+def arch_coverage(arch_list, capability):
+    """Does torch's compiled arch list run on ``capability``? {covers, level, via}."""
+    target = fatbin.parse_capability(capability)
+    best = None
+    via = []
+    for arch in arch_list:
+        try:
+            level = fatbin.arch_level(arch, target)
+        except fatbin.FatbinError:
+            continue
+        if level:
+            via.append(arch)
+            if best is None or fatbin.VERDICTS.index(level) < fatbin.VERDICTS.index(best):
+                best = level
+    return {"covers": best is not None, "level": best or "unsupported", "via": via}
+
+
+def evaluate(raw, platforms=None, audit=None, host=None):
+    """The per-host report: raw results plus peaks, coverage, failures and a verdict."""
+    report = dict(raw)
+    report["host"] = host
+    report["generated"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    report["audit"] = audit
+    failures = []
+    status = raw.get("status")
+    if status != "ok":
+        report.update({"passed": False, "failed_checks": [], "summary": status,
+                       "failures": [raw.get("reason") or status], "platform": None})
+        return report
+    device = raw["device"]
+    key, entry = match_platform(device["name"], platforms)
+    report["platform"] = {"key": key, "label": entry.get("label") if entry else None,
+                          "peaks": ({"tflops": entry.get("tflops"), "mem_bw_gbs": entry.get("mem_bw_gbs")}
+                                    if entry else None)}
+    for item in raw.get("benchmarks", []):
+        peak = peak_for(entry, item.get("peak_key"))
+        value = item.get("gbs") if item.get("peak_key") == "mem_bw" else item.get("tflops")
+        item["pct_of_peak"] = round(100.0 * value / peak, 1) if peak and value else None
+    coverage = arch_coverage(raw.get("arch_list", []), device["capability"])
+    cap_warnings = [w for w in raw.get("warnings", []) if "capability" in w.lower()]
+    coverage["capability_warning"] = cap_warnings[0] if cap_warnings else None
+    report["arch_coverage"] = coverage
+    if not coverage["covers"]:
+        failures.append("torch's arch list %s has no code for compute capability %s"
+                        % (",".join(raw.get("arch_list", [])), device["capability"]))
+    if audit and audit.get("verdict") == "unsupported":
+        failures.append("the audit finds libraries without code for %s: %s" % (
+            audit.get("target"), ", ".join(l["path"] for l in audit.get("libraries", []) if l["verdict"] == "unsupported")))
+    failed = [c for c in raw.get("checks", []) if c.get("status") in FAILING]
+    failures += ["%s: %s" % (c["name"], c.get("detail")) for c in failed]
+    report["failed_checks"] = [c["name"] for c in failed]
+    report["failures"] = failures
+    report["passed"] = not failures
+    report["summary"] = "%d/%d checks passed" % (
+        sum(1 for c in raw.get("checks", []) if c.get("status") == "pass"),
+        sum(1 for c in raw.get("checks", []) if c.get("status") in ("pass", "fail")))
+    report["derived"] = derived_figures(raw.get("benchmarks", []), raw.get("checks", []))
+    return report
+
+
+def derived_figures(benchmarks, checks):
+    """TF32 speed-up over strict FP32, and the fastest SDPA backend that also passed its check."""
+    out = {}
+    gemm = dict((b["name"].split()[0], b) for b in benchmarks if b["group"] == "gemm")
+    if "fp32" in gemm and "tf32" in gemm and gemm["tf32"]["median_ms"]:
+        out["tf32_speedup"] = round(gemm["fp32"]["median_ms"] / gemm["tf32"]["median_ms"], 2)
+    passed = set(c["name"][len("sdpa_"):] for c in checks if c["name"].startswith("sdpa_") and c["status"] == "pass")
+    timed = [(b["median_ms"], b.get("backend")) for b in benchmarks
+             if b["group"] == "sdpa" and b.get("backend") in passed and not math.isnan(b["median_ms"])]
+    out["sdpa_fastest_correct"] = min(timed)[1] if timed else None
+    speedups = [b["speedup"] for b in benchmarks if b["group"] == "compile" and b.get("speedup")]
+    out["compile_speedup"] = speedups[0] if speedups else None
+    return out
+
+
+def _fmt(value, digits=2):
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "n/a"
+        return ("%." + str(digits) + "f") % value
+    return str(value)
+
+
+def render_markdown(report):
+    lines = ["# sparkforge verify report: %s" % (report.get("host") or "host"), "",
+             "Generated %s; result: **%s** (%s)." % (report.get("generated"), "PASS" if report.get("passed") else "FAIL",
+                                                     report.get("summary")), ""]
+    if report.get("status") != "ok":
+        lines += ["No verification ran: %s" % (report.get("reason") or report.get("status")), ""]
+        if report.get("versions"):
+            lines += ["Versions: %s" % ", ".join("%s %s" % kv for kv in sorted(report["versions"].items())), ""]
+        return "\n".join(lines) + "\n"
+    dev = report["device"]
+    ver = report["versions"]
+    plat = report.get("platform") or {}
+    cov = report.get("arch_coverage") or {}
+    lines += ["## Versions and device", "", "| item | value |", "|---|---|"]
+    for key in ("torch", "cuda", "cudnn", "cusparselt", "nccl", "triton"):
+        lines.append("| %s | %s |" % (key, _fmt(ver.get(key))))
+    lines += ["| device | %s (%s) x%d |" % (dev["name"], plat.get("label") or "no peak table entry", dev.get("count", 1)),
+              "| compute capability | %s |" % dev["capability"],
+              "| SMs | %s |" % dev["sm_count"],
+              "| memory | %.1f GiB%s |" % (dev["memory_bytes"] / 2.0 ** 30, " (unified)" if dev.get("integrated") else ""),
+              "| torch arch list | %s |" % " ".join(report.get("arch_list", [])),
+              "| arch coverage | %s via %s%s |" % (
+                  cov.get("level"), ", ".join(cov.get("via") or []) or "-",
+                  "; warning: " + cov["capability_warning"] if cov.get("capability_warning") else "")]
+    audit = report.get("audit")
+    if audit:
+        lines.append("| audit of torch/lib for %s | %s (%d libraries with GPU code) |" % (
+            audit.get("target"), audit.get("verdict"), len(audit.get("libraries", []))))
+    lines += ["", "## Functional checks", "", "| check | status | rel. error | tolerance | reference | detail |",
+              "|---|---|---|---|---|---|"]
+    for check in report.get("checks", []):
+        lines.append("| %s | %s | %s | %s | %s | %s |" % (
+            check["name"], check["status"].upper() if check["status"] == "fail" else check["status"],
+            _fmt(check.get("rel_err"), 6) if check.get("rel_err") is not None else "-",
+            ("%g" % check["tolerance"]) if "tolerance" in check else "-", check.get("reference", "-"),
+            (check.get("detail") or "").replace("|", "/")))
+    lines += ["", "## Benchmarks (CUDA-event medians after warm-up)", "",
+              "| group | benchmark | median ms | TFLOP/s | GB/s | % of peak |", "|---|---|---|---|---|---|"]
+    for bench in report.get("benchmarks", []):
+        lines.append("| %s | %s | %s | %s | %s | %s |" % (
+            bench["group"], bench["name"], _fmt(bench.get("median_ms"), 3), _fmt(bench.get("tflops"), 1),
+            _fmt(bench.get("gbs"), 0), _fmt(bench.get("pct_of_peak"), 1)))
+    der = report.get("derived") or {}
+    lines += ["", "TF32 speed-up over strict FP32 GEMM: %s; fastest SDPA backend that passed its check: %s; "
+              "torch.compile speed-up on the small MLP: %s." % (
+                  _fmt(der.get("tf32_speedup")) + "x" if der.get("tf32_speedup") else "-",
+                  der.get("sdpa_fastest_correct") or "-",
+                  _fmt(der.get("compile_speedup")) + "x" if der.get("compile_speedup") else "-")]
+    if report.get("benchmark_seconds") is not None:
+        lines += ["", "Benchmarks took %.0f s." % report["benchmark_seconds"]]
+    if report.get("benchmark_error"):
+        lines += ["", "Benchmarks stopped: %s" % report["benchmark_error"]]
+    if report.get("benchmark_errors"):
+        lines += ["", "Benchmark groups that failed (not checks; they do not fail the host):", ""]
+        lines += ["- %s" % err for err in report["benchmark_errors"]]
+    if report.get("failures"):
+        lines += ["", "## Failures", ""] + ["- %s" % f for f in report["failures"]]
+    return "\n".join(lines) + "\n"
+
+
+def chart_bars(report):
+    bars = []
+    groups = {}
+    for bench in report.get("benchmarks", []):
+        if not bench.get("peak_key"):
+            continue
+        group = groups.setdefault(bench["group"], len(groups))
+        bars.append((bench["name"][:48], bench.get("pct_of_peak"), group))
+    return bars
+
+
+def render_png(report, path):
+    """A bar chart of % of peak per benchmark: matplotlib when importable, else the built-in writer."""
+    bars = chart_bars(report)
+    if not bars:
+        bars = [("no benchmarks (%s)" % report.get("status"), None, 0)]
+    title = "%s %s: %% of peak" % (report.get("host") or "", (report.get("device") or {}).get("name", ""))
+    try:
+        import matplotlib  # pylint: disable=import-error
+
+        matplotlib.use("Agg")
+        from matplotlib import pyplot  # pylint: disable=import-error
+    except ImportError:
+        png_chart.bar_chart(path, title, bars)
+        return "builtin"
+    fig, axis = pyplot.subplots(figsize=(10, 0.32 * len(bars) + 1.2))
+    labels = [b[0] for b in bars]
+    values = [b[1] if b[1] is not None else 0 for b in bars]
+    colors = ["C%d" % b[2] for b in bars]
+    axis.barh(range(len(bars)), values, color=colors)
+    axis.set_yticks(range(len(bars)))
+    axis.set_yticklabels(labels, fontsize=8)
+    axis.invert_yaxis()
+    axis.set_xlabel("% of platform peak")
+    axis.set_title(title)
+    for index, item in enumerate(bars):
+        axis.text(values[index], index, " %s" % ("n/a" if item[1] is None else "%.0f%%" % item[1]), va="center",
+                  fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    pyplot.close(fig)
+    return "matplotlib"
+
+
+def write_reports(report, directory, basename="verify"):
+    """Write <basename>.json/.md/.png into directory; return the paths and the PNG renderer used."""
+    if not os.path.isdir(directory):
+        os.makedirs(directory)
+    paths = {"json": os.path.join(directory, basename + ".json"), "markdown": os.path.join(directory, basename + ".md"),
+             "png": os.path.join(directory, basename + ".png")}
+    for key, text in (("json", json.dumps(report, indent=1, sort_keys=True) + "\n"),
+                      ("markdown", render_markdown(report))):
+        tmp = paths[key] + ".tmp"
+        with open(tmp, "w") as handle:
+            handle.write(text)
+        os.rename(tmp, paths[key])
+    renderer = render_png(report, paths["png"])
+    return paths, renderer
+
+
+def fleet_table(reports):
+    """A Markdown summary over several hosts' reports (dicts as written by write_reports)."""
+    lines = ["| host | device | cc | torch | result | failed | bf16 TFLOP/s | fp8 TFLOP/s | copy GB/s | fastest SDPA |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for rep in sorted(reports, key=lambda r: r.get("host") or ""):
+        dev = rep.get("device") or {}
+        gemm = dict((b["name"].split()[0], b) for b in rep.get("benchmarks", []) if b["group"] == "gemm")
+        copy = [b for b in rep.get("benchmarks", []) if b["group"] == "memory"]
+        lines.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            rep.get("host"), dev.get("name", "-"), dev.get("capability", "-"), (rep.get("versions") or {}).get("torch", "-"),
+            "PASS" if rep.get("passed") else "FAIL (%s)" % rep.get("summary"), ", ".join(rep.get("failed_checks") or []) or "-",
+            _fmt(gemm.get("bf16", {}).get("tflops"), 1), _fmt(gemm.get("fp8", {}).get("tflops"), 1),
+            _fmt(copy[0].get("gbs"), 0) if copy else "-", (rep.get("derived") or {}).get("sdpa_fastest_correct") or "-"))
+    return "\n".join(lines) + "\n"

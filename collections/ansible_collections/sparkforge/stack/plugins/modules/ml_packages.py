@@ -1,0 +1,467 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: sparkforge developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: ml_packages
+short_description: Install the ML package layer into a venv without ever replacing its torch
+description:
+  - Resolves the package matrix (the manifest's C(sparkforge_ml_packages)) for this host and a
+    profile or a list of packages, then installs each package into the venv with its own
+    C(pip install), one at a time.
+  - Every pip call runs with a constraints file that pins the protected distributions (torch,
+    torchvision, torchaudio, triton) to the builds installed in the venv (by exact version, and by
+    local wheel file when that file still exists).
+  - Before installing, C(pip install --dry-run --report) probes each package. A package that
+    cannot be installed without installing or replacing a protected distribution fails on its own
+    with a clear message; the other packages go on.
+  - When the matrix allows it (C(fallback=source)) and no wheel fits the host, the package is
+    built from source instead.
+  - The protected distributions are hashed (every file their RECORD lists, byte code caches
+    excepted) before and after; a difference fails the module.
+  - Already-satisfied pins install nothing and report C(changed=false). In check mode the module
+    lists what would be installed (including dependencies) and installs nothing.
+  - Needs pip >= 23 in the venv.
+version_added: "0.1.0"
+author:
+  - sparkforge developers (@sparkforge)
+options:
+  venv:
+    description: The virtual environment to install into (it must exist and hold pip >= 23).
+    type: path
+    required: true
+  matrix:
+    description: The package matrix (C(sparkforge_ml_packages) of the manifest).
+    type: dict
+    required: true
+  profiles:
+    description: Named lists of matrix packages (C(sparkforge_ml_profiles)); C(*) means every package not opt_in.
+    type: dict
+    default: {}
+  pins:
+    description: Version per package; a bare version means C(==), a specifier is used as written, empty means unpinned.
+    type: dict
+    default: {}
+  profile:
+    description: The profile to install. Either this or O(packages) (or both) must select something.
+    type: str
+  packages:
+    description: Matrix packages to install in addition to the profile's.
+    type: list
+    elements: str
+    default: []
+  arch:
+    description: CPU architecture of the host (C(ansible_facts.sparkforge.cpu.arch)); defaults to the machine's.
+    type: str
+  platform_class:
+    description: Platform class from gpu_facts (C(dgx_spark), C(gh200), ..., C(none)).
+    type: str
+    default: generic
+  cuda_major:
+    description: The CUDA major the stack targets.
+    type: int
+    default: 13
+  allow_source_builds:
+    description: Allow source builds (method C(source) and the C(source) fallback). When false such packages are skipped.
+    type: bool
+    default: true
+  protected:
+    description: Distributions that are never installed, upgraded or replaced.
+    type: list
+    elements: str
+    default: [torch, torchvision, torchaudio, triton]
+  index_url:
+    description: Base URL of the package index (a mirror); default is pip's own configuration.
+    type: str
+  extra_index_urls:
+    description: Extra package indexes.
+    type: list
+    elements: str
+    default: []
+  find_links:
+    description: Local directories or URLs with wheels/sdists (air-gapped installs).
+    type: list
+    elements: str
+    default: []
+  no_index:
+    description: Use only O(find_links), never an index.
+    type: bool
+    default: false
+  env:
+    description: Extra environment for every pip call (proxies, C(PIP_CERT), C(CUDA_HOME), ...).
+    type: dict
+    default: {}
+  log_dir:
+    description: Directory for one pip log per package (created). Without it, failures carry the log tail only.
+    type: path
+"""
+
+EXAMPLES = r"""
+- name: Install the training profile into the stack's venv
+  sparkforge.stack.ml_packages:
+    venv: /opt/sparkforge/venv
+    matrix: "{{ sparkforge_ml_packages }}"
+    profiles: "{{ sparkforge_ml_profiles }}"
+    pins: "{{ sparkforge_ml_package_pins }}"
+    profile: training
+    arch: "{{ ansible_facts.sparkforge.cpu.arch }}"
+    platform_class: "{{ ansible_facts.sparkforge.platform_class }}"
+    cuda_major: "{{ sparkforge_cuda_major }}"
+  register: ml
+
+- name: Air-gapped, two packages from a local wheel directory
+  sparkforge.stack.ml_packages:
+    venv: /opt/sparkforge/venv
+    matrix: "{{ sparkforge_ml_packages }}"
+    packages: [einops, omegaconf]
+    no_index: true
+    find_links: [/srv/wheels]
+"""
+
+RETURN = r"""
+packages:
+  description: One row per package of the plan, in install order.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    name: {description: Matrix name., type: str}
+    requirement: {description: The pinned requirement., type: str}
+    status:
+      description: C(present), C(installed), C(would_install), C(failed) or C(skipped).
+      type: str
+    version: {description: Installed version afterwards (or the version that would be installed)., type: str}
+    version_before: {description: Installed version before the run., type: str}
+    method: {description: The matrix method for this host., type: str}
+    method_used: {description: How it was (or would be) installed., type: str}
+    fallback_taken: {description: True when the source fallback replaced the wheel., type: bool}
+    optional: {description: A failure of an optional package does not fail the module., type: bool}
+    experimental: {description: The matrix marks this method experimental here., type: bool}
+    would_install: {description: Distributions pip installs for it (name==version)., type: list}
+    reason: {description: Why it was skipped or failed., type: str}
+    caveats: {description: Caveats from the matrix., type: list}
+    log: {description: Path of its pip log (with O(log_dir))., type: str}
+table:
+  description: The rows as a plain-text table (for the host report).
+  returned: always
+  type: str
+constraints:
+  description: The constraints file content every pip call used.
+  returned: always
+  type: str
+protected_before:
+  description: Version, source URL, file count and sha256 of each protected distribution before the run (null if absent).
+  returned: always
+  type: dict
+protected_after:
+  description: The same after the run; equal to RV(protected_before) unless the module failed loudly.
+  returned: always
+  type: dict
+protected_unchanged:
+  description: True when every protected distribution is byte-identical after the run.
+  returned: always
+  type: bool
+build_prereqs:
+  description: Debian/Ubuntu packages the planned source builds need (from the probe).
+  returned: always
+  type: list
+  elements: str
+failed_packages:
+  description: Names of the packages that failed (optional ones included).
+  returned: always
+  type: list
+  elements: str
+report:
+  description:
+    - What the host report stores; free of run-dependent fields, so a rerun that installs nothing
+      gives the same report. C(state) is installed, failed, skipped or would_install; how a package
+      already present was installed comes from C(sparkforge-ml-packages.json) in the venv, which the
+      module writes after each install.
+  returned: always
+  type: dict
+  contains:
+    packages:
+      description:
+        - One row per package with name, state, version, method, method_used, fallback_taken, optional,
+          experimental, reason, caveats.
+      type: list
+    table:
+      description: The rows as a plain-text table.
+      type: str
+    protected:
+      description: The protected distributions after the run (version, url, files, sha256).
+      type: dict
+    failed_packages:
+      description: Names of the packages that failed.
+      type: list
+"""
+
+import json
+import os
+import platform as host_platform
+import shutil
+import tempfile
+import time
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.sparkforge.stack.plugins.module_utils import ml_packages as mp
+from ansible_collections.sparkforge.stack.plugins.module_utils.build_common import atomic_write_text, makedirs
+
+
+class Pip:
+    """pip of the venv, with the guard's constraints file on every call."""
+
+    def __init__(self, module, venv, constraints_path, common_args, env, protected, log_dir):
+        self.module = module
+        self.python = os.path.join(venv, "bin", "python")
+        self.constraints_path = constraints_path
+        self.common_args = common_args
+        self.env = env
+        self.protected = protected
+        self.provenance_path = os.path.join(venv, mp.PROVENANCE_FILE)
+        self.provenance = {}
+        if os.path.isfile(self.provenance_path):
+            try:
+                with open(self.provenance_path) as handle:
+                    self.provenance = json.load(handle)
+            except ValueError:
+                self.provenance = {}
+        self.log_dir = log_dir
+
+    def run(self, args, env=None, log_name=None):
+        cmd = [self.python, "-m", "pip"] + args
+        rc, out, err = self.module.run_command(cmd, environ_update=env or self.env)
+        text = (out or "") + (err or "")
+        if self.log_dir and log_name:
+            path = os.path.join(self.log_dir, log_name + ".log")
+            with open(path, "a") as handle:
+                handle.write("\n=== %s at %s (rc %d) ===\n%s" % (" ".join(cmd), time.strftime("%Y-%m-%dT%H:%M:%S"), rc, text))
+        return rc, text
+
+    def inspect(self):
+        rc, out, err = self.module.run_command([self.python, "-m", "pip", "inspect", "--local"], environ_update=self.env)
+        if rc != 0:
+            self.module.fail_json(msg="pip inspect failed in the venv: %s" % (err or out).strip())
+        return mp.installed_from_inspect(json.loads(out))
+
+    def install(self, extra, env, dry_run, report_path, log_name):
+        args = ["install", "--disable-pip-version-check", "--no-input", "--constraint", self.constraints_path]
+        args += self.common_args
+        if dry_run:
+            args += ["--dry-run", "--report", report_path]
+        return self.run(args + extra, env=env, log_name=log_name)
+
+
+def probe(pip, item, method, work, base_env):
+    """Dry-run one method; return (ok, report_items, failure_kind, lines)."""
+    report_path = os.path.join(work, "report-%s-%s.json" % (mp.canonical_name(item["name"]), method))
+    if os.path.exists(report_path):
+        os.unlink(report_path)
+    rc, text = pip.install(mp.install_args(item, method), mp.build_env(item, method, base_env), True, report_path,
+                           mp.canonical_name(item["name"]))
+    if rc != 0:
+        kind, lines = mp.classify_failure(text, pip.protected)
+        return False, [], kind, lines
+    with open(report_path) as handle:
+        return True, mp.report_install_items(json.load(handle)), None, []
+
+
+def plan_row(item, installed):
+    before = installed.get(mp.canonical_name(item["name"]))
+    return {
+        "name": item["name"],
+        "requirement": item["requirement"],
+        "status": None,
+        "version": before["version"] if before else None,
+        "version_before": before["version"] if before else None,
+        "method": item["method"],
+        "method_used": None,
+        "fallback_taken": False,
+        "optional": item["optional"],
+        "experimental": item["experimental"],
+        "would_install": [],
+        "reason": "",
+        "caveats": item["caveats"],
+        "log": None,
+    }
+
+
+def handle_package(module, pip, item, installed, work, base_env, protected, prereqs):
+    row = plan_row(item, installed)
+    if pip.log_dir:
+        row["log"] = os.path.join(pip.log_dir, mp.canonical_name(item["name"]) + ".log")
+    if item["method"] == "skip":
+        row["status"] = "skipped"
+        row["reason"] = item["skip_reason"]
+        return row, False
+
+    method = item["method"]
+    ok, items, kind, lines = probe(pip, item, method, work, base_env)
+    if not ok and kind == "no_wheel" and item.get("fallback") == "source":
+        first = "; ".join(lines[-2:])
+        method = "source"
+        row["fallback_taken"] = True
+        ok, items, kind, lines = probe(pip, item, method, work, base_env)
+        if ok:
+            row["reason"] = "no wheel fits this host (%s): built from source" % first
+    row["method_used"] = method
+    if not ok:
+        row["status"] = "failed"
+        if kind == "guard":
+            row["reason"] = ("cannot be installed without replacing a protected package (%s) of the venv: %s. "
+                             "Pin a release of %s that accepts the installed build, or rebuild torch to match."
+                             % (", ".join(protected), " / ".join(lines), item["name"]))
+        elif kind == "no_wheel":
+            row["reason"] = "no installable distribution for this host: %s%s" % (
+                " / ".join(lines), "" if item.get("fallback") or method == "source" else
+                " (the matrix allows no source fallback here)")
+        else:
+            row["reason"] = "pip could not resolve it (%s): %s" % (kind, " / ".join(lines[-8:]))
+        return row, False
+
+    violations = mp.guard_violations(items, protected, installed)
+    if violations:
+        row["status"] = "failed"
+        row["reason"] = "refused: %s. Install the stack's own build of it first (torch role)." % "; ".join(violations)
+        return row, False
+
+    row["would_install"] = ["%s==%s" % (i["name"], i["version"]) for i in items]
+    if not items:
+        row["status"] = "present"
+        mp.apply_provenance(row, pip.provenance)
+        return row, False
+    if method == "source":
+        prereqs.update(item["source"]["prereqs"])
+    mine = [i for i in items if i["name"] == mp.canonical_name(item["name"])]
+    if module.check_mode:
+        row["status"] = "would_install"
+        row["version"] = mine[0]["version"] if mine else row["version"]
+        return row, True
+
+    started = time.time()
+    rc, text = pip.install(mp.install_args(item, method), mp.build_env(item, method, base_env), False, None,
+                           mp.canonical_name(item["name"]))
+    row["duration_s"] = round(time.time() - started, 1)
+    if rc != 0:
+        kind, lines = mp.classify_failure(text, protected)
+        row["status"] = "failed"
+        row["reason"] = "pip install failed (%s, method %s): %s" % (kind, method, "\n".join(lines[-20:]))
+        return row, True
+    installed.clear()
+    installed.update(pip.inspect())
+    now = installed.get(mp.canonical_name(item["name"]))
+    row["version"] = now["version"] if now else None
+    row["status"] = "installed"
+    mp.record_provenance(pip.provenance, row)
+    atomic_write_text(pip.provenance_path, json.dumps(pip.provenance, indent=1, sort_keys=True) + "\n")
+    return row, True
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            venv=dict(type="path", required=True),
+            matrix=dict(type="dict", required=True),
+            profiles=dict(type="dict", default={}),
+            pins=dict(type="dict", default={}),
+            profile=dict(type="str"),
+            packages=dict(type="list", elements="str", default=[]),
+            arch=dict(type="str"),
+            platform_class=dict(type="str", default="generic"),
+            cuda_major=dict(type="int", default=13),
+            allow_source_builds=dict(type="bool", default=True),
+            protected=dict(type="list", elements="str", default=["torch", "torchvision", "torchaudio", "triton"]),
+            index_url=dict(type="str"),
+            extra_index_urls=dict(type="list", elements="str", default=[]),
+            find_links=dict(type="list", elements="str", default=[]),
+            no_index=dict(type="bool", default=False),
+            env=dict(type="dict", default={}),
+            log_dir=dict(type="path"),
+        ),
+        supports_check_mode=True,
+    )
+    p = module.params
+    venv = p["venv"]
+    python = os.path.join(venv, "bin", "python")
+    if not os.access(python, os.X_OK):
+        module.fail_json(msg="%s is not a virtual environment (no bin/python); create it first (the torch role does)" % venv)
+
+    host = {"arch": p["arch"] or host_platform.machine(), "platform_class": p["platform_class"],
+            "cuda_major": p["cuda_major"]}
+    try:
+        plan = mp.resolve(p["matrix"], p["profiles"], p["pins"], host, profile=p["profile"],
+                          packages=p["packages"], allow_source_builds=p["allow_source_builds"])
+    except mp.MatrixError as exc:
+        module.fail_json(msg="cannot resolve the ML package matrix: %s" % exc)
+
+    base_env = dict((str(k), str(v)) for k, v in p["env"].items())
+    base_env.setdefault("PIP_NO_INPUT", "1")
+    rc, out, err = module.run_command([python, "-m", "pip", "--version"], environ_update=base_env)
+    if rc != 0 or not mp.pip_version_ok(out):
+        module.fail_json(msg="the venv's pip is missing or older than 23 (%s); run '%s -m pip install -U pip' first"
+                         % ((out or err).strip(), python))
+
+    if p["log_dir"]:
+        makedirs(p["log_dir"])
+    work = tempfile.mkdtemp(prefix="sparkforge-ml-")
+    try:
+        constraints_path = os.path.join(work, "constraints.txt")
+        pip = Pip(module, venv, constraints_path,
+                  mp.index_args(p["index_url"], p["extra_index_urls"], p["find_links"], p["no_index"]),
+                  base_env, p["protected"], p["log_dir"])
+        installed = pip.inspect()
+        constraints = mp.constraints_text(installed, p["protected"])
+        atomic_write_text(constraints_path, constraints)
+        before = mp.protected_state(installed, p["protected"])
+
+        rows = []
+        changed = False
+        prereqs = set()
+        for item in plan:
+            row, touched = handle_package(module, pip, item, installed, work, base_env, p["protected"], prereqs)
+            rows.append(row)
+            changed = changed or touched
+        after = mp.protected_state(pip.inspect(), p["protected"])
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+    unchanged = before == after
+    failed = [row["name"] for row in rows if row["status"] == "failed"]
+    required_failed = [row["name"] for row in rows if row["status"] == "failed" and not row["optional"]]
+    result = dict(
+        changed=changed,
+        packages=rows,
+        table=mp.format_table(rows),
+        constraints=constraints,
+        protected_before=before,
+        protected_after=after,
+        protected_unchanged=unchanged,
+        build_prereqs=sorted(prereqs),
+        failed_packages=failed,
+        report=dict(packages=mp.report_rows(rows), table=mp.format_table(mp.report_rows(rows)),
+                    protected=after, failed_packages=failed),
+    )
+    if module._diff:
+        result["diff"] = {
+            "before": "".join("%s %s\n" % (r["name"], r["version_before"] or "-") for r in rows),
+            "after": "".join("%s %s\n" % (r["name"], r["version"] or "-") for r in rows),
+        }
+    if not unchanged:
+        module.fail_json(msg="a protected distribution changed during the run (before %s, after %s): the venv's "
+                         "torch is no longer the stack's build; reinstall it with the torch role" % (before, after),
+                         **result)
+    if required_failed:
+        module.fail_json(msg="required package(s) failed: %s (the others were handled; see packages/table)"
+                         % ", ".join(required_failed), **result)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,292 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: sparkforge developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: torch_verify
+short_description: Verify a PyTorch stack on its GPU with numerical checks and benchmarks, and write a report
+version_added: "0.1.0"
+description:
+  - Runs a check script with the stack venv's python (O(python)) and returns versions (torch, CUDA, cuDNN,
+    cuSPARSELt, NCCL, Triton), the device (name, compute capability, SMs, memory, unified or not),
+    C(torch.cuda.get_arch_list()) and whether it covers the device, and the fat binary audit of torch's
+    libraries for the device's capability (see M(sparkforge.stack.wheel_arch_audit)).
+  - "Functional checks, each against a reference with a stated tolerance (relative Frobenius error; an output
+    with NaN/Inf or with less than half the reference's norm fails whatever the tolerance, which catches
+    kernels that return zeros): GEMM in fp32/tf32/fp16/bf16 against float64, FP8 C(torch._scaled_mm) where the
+    capability is 8.9 or higher, SDPA with the flash, memory-efficient and cuDNN backends against the math
+    backend, 2:4 semi-structured sparse matmul through cuSPARSELt, a Triton JIT kernel, C(torch.compile) of
+    a small model against eager, NCCL initialisation in one process, and cuFile/GDS availability (reported,
+    never failing)."
+  - "Benchmarks (CUDA-event medians after warm-up, about two minutes at O(bench_scale=1)): GEMM per precision,
+    batched GEMM, conv2d, SDPA per backend, LayerNorm/softmax, device copy bandwidth and a small transformer
+    encoder, each also as a percentage of the platform's peak from O(platforms)."
+  - Writes the report as JSON, Markdown and a PNG bar chart under O(report_dir) when given.
+  - Without a GPU or without CUDA torch the result says so (RV(status) C(no_gpu) or C(no_torch)) and the
+    module fails unless O(fail_on_failure=false).
+author:
+  - sparkforge developers (@sparkforge)
+options:
+  python:
+    description: The stack venv's Python interpreter, which imports torch.
+    type: path
+    required: true
+  report_dir:
+    description: Directory for C(<report_name>.json), C(.md) and C(.png). No files are written when not given.
+    type: path
+  report_name:
+    description: Base name of the report files.
+    type: str
+    default: verify
+  host_label:
+    description: Name of this host in the report. Defaults to the machine's host name.
+    type: str
+  checks:
+    description: The functional check groups to run (all by default).
+    type: list
+    elements: str
+    choices: [gemm, fp8, sdpa, sparse24, triton, compile, nccl, gds]
+  benchmarks:
+    description: Run the benchmarks.
+    type: bool
+    default: true
+  extended_benchmarks:
+    description:
+      - Also run the rest of seed 003's list (GEMM size sweep and FP64, depthwise conv, SDPA default dispatch,
+        linear layers, vector add, fp16 encoder, ResNet-50 when torchvision is installed, torch.compile
+        speed-up, GPU-to-GPU copy on hosts with several GPUs). Only with O(benchmarks=true).
+    type: bool
+    default: true
+  bench_scale:
+    description: Multiplies the benchmark iteration counts (0.2 for a quick look, 1 for about two minutes).
+    type: float
+    default: 1.0
+  gemm_size:
+    description: M=N=K of the GEMM benchmarks.
+    type: int
+    default: 8192
+  audit:
+    description: Audit torch's C(lib) directory for the device's compute capability and include the verdict.
+    type: bool
+    default: true
+  platforms:
+    description:
+      - Peak figures per platform, as in the manifest's C(sparkforge_gpu_platforms) (a C(match) regex on the
+        device name, C(tflops) per precision, C(mem_bw_gbs)). Empty means no percentages.
+    type: dict
+    default: {}
+  env:
+    description: Extra environment for the check script (for example the runtime_env settings).
+    type: dict
+    default: {}
+  timeout:
+    description: Seconds the check script may run.
+    type: int
+    default: 900
+  fail_on_failure:
+    description:
+      - Fail the task when a check fails or no GPU is usable (after the report is written).
+      - Set to false to collect the report first and fail later (the verify role does).
+    type: bool
+    default: true
+attributes:
+  check_mode:
+    description: Reads versions and the device only; runs no checks or benchmarks and writes no report.
+    support: full
+  diff_mode:
+    description: Not supported.
+    support: none
+"""
+
+EXAMPLES = r"""
+- name: Verify the stack and write the report
+  sparkforge.stack.torch_verify:
+    python: /opt/sparkforge/venv/bin/python
+    report_dir: /opt/sparkforge/reports/latest
+    platforms: "{{ sparkforge_gpu_platforms }}"
+  register: verify
+
+- name: Quick functional check only
+  sparkforge.stack.torch_verify:
+    python: /opt/sparkforge/venv/bin/python
+    benchmarks: false
+    checks: [gemm, sdpa]
+"""
+
+RETURN = r"""
+status:
+  description: C(ok), C(no_gpu) (CPU-only torch or no visible GPU) or C(no_torch).
+  returned: always
+  type: str
+passed:
+  description: True when every check passed, torch covers the device and the audit found no unsupported library.
+  returned: always
+  type: bool
+summary:
+  description: For example C(13/13 checks passed).
+  returned: always
+  type: str
+failures:
+  description: One line per failure.
+  returned: always
+  type: list
+  elements: str
+failed_checks:
+  description: Names of the failed checks.
+  returned: always
+  type: list
+  elements: str
+versions:
+  description: torch, cuda, cudnn, cusparselt, nccl and triton versions.
+  returned: always
+  type: dict
+device:
+  description: Name, capability, sm_count, memory_bytes, integrated, l2_bytes, count (null without a GPU).
+  returned: always
+  type: dict
+arch_list:
+  description: torch.cuda.get_arch_list().
+  returned: always
+  type: list
+  elements: str
+arch_coverage:
+  description: Whether the arch list covers the device (covers, level, via, capability_warning).
+  returned: when a GPU was found
+  type: dict
+audit_verdict:
+  description: The fat binary audit verdict of torch's libraries for the device.
+  returned: always
+  type: str
+checks:
+  description: Each check with status (pass, fail, skip, unavailable, info), rel_err, tolerance, reference, detail.
+  returned: always
+  type: list
+  elements: dict
+benchmarks:
+  description: Each benchmark with group, name, median_ms, tflops or gbs, pct_of_peak.
+  returned: always
+  type: list
+  elements: dict
+derived:
+  description: tf32_speedup, sdpa_fastest_correct and compile_speedup.
+  returned: when a GPU was found
+  type: dict
+platform:
+  description: The matching peak table entry (key, label, peaks).
+  returned: always
+  type: dict
+report_files:
+  description: Paths of the JSON, Markdown and PNG report (empty when none was written).
+  returned: always
+  type: dict
+png_renderer:
+  description: C(matplotlib) or C(builtin).
+  returned: when a report was written
+  type: str
+script_stderr_tail:
+  description: The last 2000 characters the check script wrote to stderr (warnings, compile logs).
+  returned: always
+  type: str
+"""
+
+import platform as pyplatform
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.sparkforge.stack.plugins.module_utils import fatbin
+from ansible_collections.sparkforge.stack.plugins.module_utils.torch_checks import (
+    CHECK_GROUPS,
+    VerifyError,
+    evaluate,
+    run_script,
+    write_reports,
+)
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            python=dict(type="path", required=True),
+            report_dir=dict(type="path"),
+            report_name=dict(type="str", default="verify"),
+            host_label=dict(type="str"),
+            checks=dict(type="list", elements="str", choices=list(CHECK_GROUPS)),
+            benchmarks=dict(type="bool", default=True),
+            extended_benchmarks=dict(type="bool", default=True),
+            bench_scale=dict(type="float", default=1.0),
+            gemm_size=dict(type="int", default=8192),
+            audit=dict(type="bool", default=True),
+            platforms=dict(type="dict", default={}),
+            env=dict(type="dict", default={}),
+            timeout=dict(type="int", default=900),
+            fail_on_failure=dict(type="bool", default=True),
+        ),
+        supports_check_mode=True,
+    )
+    params = module.params
+    if params["bench_scale"] <= 0:
+        module.fail_json(msg="bench_scale must be positive")
+    if module.check_mode:
+        config = {"checks": ["none"], "benchmarks": False}
+    else:
+        config = {"checks": params["checks"] or [], "benchmarks": params["benchmarks"],
+                  "extended_benchmarks": params["extended_benchmarks"],
+                  "bench_scale": params["bench_scale"], "gemm_size": params["gemm_size"]}
+    env = dict((str(k), str(v)) for k, v in params["env"].items())
+    try:
+        raw, _stdout, stderr = run_script(params["python"], config, params["timeout"], env=env)
+    except VerifyError as exc:
+        module.fail_json(msg=str(exc))
+
+    audit = None
+    if params["audit"] and raw.get("status") == "ok" and raw.get("torch_lib_dir") and not module.check_mode:
+        try:
+            audit = fatbin.audit(raw["torch_lib_dir"], target=raw["device"]["capability"])
+            for lib in audit["libraries"]:
+                lib.pop("cuobjdump_elf", None)
+                lib.pop("cuobjdump_ptx", None)
+        except (fatbin.FatbinError, OSError) as exc:
+            audit = {"verdict": None, "error": str(exc), "libraries": [], "target": raw["device"]["capability"]}
+
+    report = evaluate(raw, params["platforms"], audit=audit, host=params["host_label"] or pyplatform.node())
+    if module.check_mode:
+        report["failures"] = [f for f in report["failures"] if raw.get("status") != "ok"]
+        report["summary"] = "check mode: versions and device only"
+    report_files = {}
+    renderer = None
+    changed = False
+    if params["report_dir"] and not module.check_mode:
+        report_files, renderer = write_reports(report, params["report_dir"], params["report_name"])
+        changed = True
+    result = dict(
+        changed=changed,
+        status=raw.get("status"),
+        passed=report["passed"] if not module.check_mode else raw.get("status") == "ok",
+        summary=report["summary"],
+        failures=report["failures"],
+        failed_checks=report["failed_checks"],
+        versions=raw.get("versions", {}),
+        device=raw.get("device"),
+        arch_list=raw.get("arch_list", []),
+        arch_coverage=report.get("arch_coverage"),
+        audit_verdict=(audit or {}).get("verdict"),
+        checks=raw.get("checks", []),
+        benchmarks=raw.get("benchmarks", []),
+        derived=report.get("derived"),
+        platform=report.get("platform"),
+        report_files=report_files,
+        png_renderer=renderer,
+        script_stderr_tail=stderr[-2000:] if stderr else "",
+    )
+    if not module.check_mode and params["fail_on_failure"] and not report["passed"]:
+        module.fail_json(msg="verification failed on %s: %s" % (report["host"], "; ".join(report["failures"])), **result)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,93 @@
+"""The sparkforge CLI: real runs of the fixture playbook, output and exit codes."""
+
+import io
+import json
+import os
+import subprocess
+import sys
+
+from sparkforge import cli
+
+FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "api")
+INVENTORY = os.path.join(FIXTURES, "inventory.yml")
+SITE = os.path.join(FIXTURES, "site.yml")
+SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
+
+
+def _run(argv):
+    out, err = io.StringIO(), io.StringIO()
+    code = cli.main(argv, stdout=out, stderr=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+def _common(tmp_path):
+    work, reports = tmp_path / "work", tmp_path / "reports"
+    work.mkdir(exist_ok=True)
+    reports.mkdir(exist_ok=True)
+    return ["-i", INVENTORY, "--playbook", SITE, "-e", "fixture_workdir=%s" % work,
+            "-e", "sparkforge_reports_dir=%s" % reports]
+
+
+def test_provision_failed_host_exit_2_with_plain_progress(tmp_path):
+    code, out, err = _run(["provision", "--plain", "--limit", "good,broken,builder"] + _common(tmp_path))
+    assert code == 2, out + err
+    lines = out.splitlines()
+    assert "TASK Refuse unsupported hosts" in lines
+    assert "  broken: FAILED: fixture host broken is not supported: no GPU found" in lines
+    assert "  good: changed" in lines
+    builds = [ln for ln in lines if ln.startswith("  builder: build fixture ")]
+    assert builds[0].startswith("  builder: build fixture configure running 0.0%")
+    assert builds[-1].startswith("  builder: build fixture wheel done 100.0%")
+    assert any(" compile running 50.0%" in ln for ln in builds)
+    assert any(ln.split() == ["broken", "failed", "1", "0", "1", "0"] for ln in lines)
+    assert "broken: Refuse unsupported hosts: fixture host broken is not supported: no GPU found" in lines
+    assert any(ln.startswith("builder: wheel fixture-0.1-py3-none-any.whl sha256 ") for ln in lines)
+
+
+def test_provision_json_ok_exit_0(tmp_path):
+    code, out, err = _run(["provision", "--json", "--limit", "good", "-t", "install"] + _common(tmp_path))
+    assert code == 0, out + err
+    data = json.loads(out)
+    assert data["ok"] is True and data["exit_code"] == 0 and data["tags"] == ["install"]
+    assert data["hosts"]["good"]["state"] == "changed"
+    assert data["hosts"]["good"]["reports"]
+    # Progress went to stderr, so stdout is only the JSON document.
+    assert "TASK Write a marker file" in err
+    # And report reads that run back.
+    code, out, _ = _run(["report", "--json", "--reports-dir", str(tmp_path / "reports")])
+    assert code == 0
+    rep = json.loads(out)
+    assert rep["run"] == data["run_id"] and rep["hosts"]["good"] == {"host": "good", "state": "provisioned"}
+    code, out, _ = _run(["report", "--list", "--reports-dir", str(tmp_path / "reports")])
+    assert code == 0 and out.split() == [data["run_id"]]
+
+
+def test_unreachable_exit_3(tmp_path):
+    code, out, _ = _run(["provision", "--json", "-q", "--limit", "gone"] + _common(tmp_path))
+    assert code == 3
+    host = json.loads(out)["hosts"]["gone"]
+    assert host["state"] == "unreachable" and "Connection refused" in host["failures"][0]["message"]
+
+
+def test_usage_errors_exit_4(tmp_path):
+    code, out, _ = _run(["plan", "-i", str(tmp_path / "missing.yml"), "--playbook", SITE])
+    assert code == 4
+    assert "ERROR: inventory not found: %s" % (tmp_path / "missing.yml") in out
+    code, out, _ = _run(["provision", "--json", "-i", INVENTORY, "--playbook", SITE, "-e", "novalue"])
+    assert code == 4 and "expected key=value" in json.loads(out)["error"]
+    assert _run(["provision", "--no-such-flag"])[0] == 4
+    assert _run([])[0] == 4
+    code, out, _ = _run(["report", "--reports-dir", str(tmp_path / "empty")])
+    assert code == 4 and "no reports under" in out
+
+
+def test_module_entry_point_plan(tmp_path):
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([SRC] + [os.environ.get("PYTHONPATH", "")]))
+    proc = subprocess.run([sys.executable, "-m", "sparkforge.cli", "plan", "--json", "--limit", "good,builder"]
+                          + _common(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          universal_newlines=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["action"] == "plan" and data["check"] is True
+    assert data["hosts"]["builder"]["plan"]["platform_class"] == "fixture_builder"
+    assert data["hosts"]["good"]["problems"] == []

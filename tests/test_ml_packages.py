@@ -1,0 +1,229 @@
+"""The ml_packages module for real: a local PEP 503 index on 127.0.0.1, a venv holding a
+marker "custom torch", real small packages from PyPI, and real source builds (C, Rust).
+
+The venv's torch must be byte-identical afterwards; packages that need another torch
+fail on their own while the others install.
+"""
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from helpers import REPO, load_manifest, run_module
+
+FIXTURES = os.path.join(REPO, "tests", "fixtures", "ml_packages")
+sys.path.insert(0, FIXTURES)
+
+from fixture_index import CUSTOM_TORCH, assemble  # noqa: E402
+from index_server import serve  # noqa: E402
+
+PROTECTED = ["torch", "torchvision", "torchaudio", "triton"]
+
+
+def _clean_pip_env():
+    """pip in the children sees only what a test gives it (no site mirrors or find-links)."""
+    env = dict((k, v) for k, v in os.environ.items() if not k.startswith("PIP_"))
+    env["PIP_CONFIG_FILE"] = os.devnull
+    env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
+    return env
+
+
+@pytest.fixture(autouse=True)
+def _isolated_pip(monkeypatch):
+    for key in list(os.environ):
+        if key.startswith("PIP_"):
+            monkeypatch.delenv(key)
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
+    monkeypatch.setenv("PIP_DISABLE_PIP_VERSION_CHECK", "1")
+
+
+@pytest.fixture(scope="module")
+def index(tmp_path_factory):
+    root, custom = assemble(str(tmp_path_factory.mktemp("ml_index")), (os.uname().machine,))
+    url, server = serve(root)
+    yield {"url": url, "custom_torch": custom}
+    server.shutdown()
+
+
+def _venv(path, custom_torch):
+    subprocess.run([sys.executable, "-m", "venv", path], check=True)
+    py = os.path.join(path, "bin", "python")
+    subprocess.run([py, "-m", "pip", "install", "-q", "--no-index", custom_torch], check=True, env=_clean_pip_env())
+    return py
+
+
+def _tree_sha(venv_python):
+    """sha256 of every file under site-packages/torch* (computed here, not by the module)."""
+    site = subprocess.check_output([venv_python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                                   universal_newlines=True).strip()
+    digest = hashlib.sha256()
+    count = 0
+    for entry in sorted(os.listdir(site)):
+        if not (entry == "torch" or entry.startswith("torch-")):
+            continue
+        for dirpath, dirnames, filenames in os.walk(os.path.join(site, entry)):
+            dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
+            for name in sorted(filenames):
+                full = os.path.join(dirpath, name)
+                digest.update(os.path.relpath(full, site).encode() + b"\0")
+                with open(full, "rb") as handle:
+                    digest.update(handle.read())
+                count += 1
+    return count, digest.hexdigest()
+
+
+def _pip_list(venv_python):
+    out = subprocess.check_output([venv_python, "-m", "pip", "list", "--format", "json"], env=_clean_pip_env())
+    return dict((p["name"].lower(), p["version"]) for p in json.loads(out))
+
+
+def _matrix():
+    """The manifest's entries for the real packages, plus test entries of each kind."""
+    manifest = load_manifest()
+    real = manifest["sparkforge_ml_packages"]
+    matrix = {"einops": real["einops"], "omegaconf": real["omegaconf"]}
+    matrix.update({
+        "usestorch": {"needs_torch": True, "methods": [{"method": "wheel"}]},
+        "badtorch": {"optional": False, "methods": [{"method": "wheel"}]},
+        "needsvision": {"optional": True, "methods": [{"method": "wheel"}]},
+        "sparkforge-cext": {"optional": False, "methods": [{"method": "wheel", "fallback": "source"}],
+                            "source": {"prereqs": ["build-essential", "python3-dev"]}},
+        "sparkforge-rustext": {"optional": True, "methods": [{"method": "source"}],
+                               "source": {"prereqs": ["rustc", "cargo"]}},
+        "flash-attn": real["flash-attn"],
+    })
+    pins = {"einops": manifest["sparkforge_ml_package_pins"]["einops"],
+            "omegaconf": manifest["sparkforge_ml_package_pins"]["omegaconf"], "usestorch": "1.0"}
+    return matrix, pins
+
+
+def _args(venv, index, packages, **extra):
+    matrix, pins = _matrix()
+    args = {"venv": venv, "matrix": matrix, "pins": pins, "packages": packages,
+            "index_url": index["url"], "arch": "aarch64", "platform_class": "dgx_spark", "cuda_major": 13}
+    args.update(extra)
+    return args
+
+
+def _rows(result):
+    return dict((row["name"], row) for row in result["packages"])
+
+
+def test_guarded_install_fallback_and_rerun(tmp_path, index):
+    venv = str(tmp_path / "venv")
+    py = _venv(venv, index["custom_torch"])
+    torch_before = _tree_sha(py)
+
+    packages = ["einops", "omegaconf", "usestorch", "badtorch", "needsvision", "sparkforge-cext"]
+    result, rc = run_module("ml_packages", _args(venv, index, packages, log_dir=str(tmp_path / "logs")))
+    rows = _rows(result)
+    print(result.get("table"))
+    # badtorch is required and cannot be installed: the module fails, after doing the rest.
+    assert result["failed"] is True and rc != 0
+    assert "badtorch" in result["msg"] and result["failed_packages"] == ["badtorch", "needsvision"]
+    assert rows["badtorch"]["status"] == "failed"
+    assert "replacing a protected package" in rows["badtorch"]["reason"]
+    assert "badtorch 1.0 depends on torch==9.9" in rows["badtorch"]["reason"]
+    assert rows["needsvision"]["status"] == "failed"
+    assert "would install torchvision 0.26.0" in rows["needsvision"]["reason"]
+    for name in ("einops", "omegaconf", "usestorch"):
+        assert rows[name]["status"] == "installed" and rows[name]["method_used"] == "wheel", rows[name]
+    assert rows["einops"]["version"] == "0.8.2" and rows["omegaconf"]["version"] == "2.4.0"
+    assert rows["usestorch"]["would_install"] == ["usestorch==1.0"]
+    cext = rows["sparkforge-cext"]
+    assert cext["status"] == "installed" and cext["method_used"] == "source" and cext["fallback_taken"] is True
+    assert "no wheel fits" in cext["reason"]
+    assert os.path.exists(os.path.join(str(tmp_path / "logs"), "sparkforge-cext.log"))
+
+    # The dependent package runs against the custom torch; the C extension was compiled.
+    out = subprocess.check_output([py, "-c", "import usestorch, sparkforge_cext, omegaconf, einops; "
+                                   "print(usestorch.TORCH.__version__, usestorch.TORCH.SPARKFORGE_BUILD, "
+                                   "sparkforge_cext.add(40, 2))"], universal_newlines=True).split()
+    assert out == [CUSTOM_TORCH, "True", "42"]
+    installed = _pip_list(py)
+    assert installed["torch"] == CUSTOM_TORCH and "torchvision" not in installed and "badtorch" not in installed
+
+    # torch byte-identical, by the module's digest and by ours.
+    assert result["protected_unchanged"] is True
+    assert result["protected_before"]["torch"] == result["protected_after"]["torch"]
+    assert result["protected_before"]["torch"]["version"] == CUSTOM_TORCH
+    assert result["protected_before"]["torchvision"] is None
+    assert result["constraints"].splitlines()[1].startswith("torch @ file://")
+    assert _tree_sha(py) == torch_before
+
+    # Second run: nothing to do (the refused packages stay refused, still cleanly).
+    again, rc = run_module("ml_packages", _args(venv, index, packages))
+    rows = _rows(again)
+    assert again["changed"] is False
+    assert [rows[n]["status"] for n in ("einops", "omegaconf", "usestorch", "sparkforge-cext")] == ["present"] * 4
+    assert rows["badtorch"]["status"] == "failed"
+    assert rows["sparkforge-cext"]["method_used"] == "source" and rows["sparkforge-cext"]["fallback_taken"]
+    # The host report is the same after a rerun (how each package came is remembered in the venv).
+    assert again["report"] == result["report"]
+    assert _pip_list(py) == installed and _tree_sha(py) == torch_before
+
+    # Without the failing required package the module succeeds with changed=false.
+    ok, rc = run_module("ml_packages", _args(venv, index, ["einops", "omegaconf", "usestorch", "flash-attn"],
+                                             allow_source_builds=False))
+    assert rc == 0 and ok["changed"] is False, ok
+    flash = _rows(ok)["flash-attn"]
+    assert flash["status"] == "skipped" and "allow_source_builds" in flash["reason"]
+
+
+def test_check_mode_lists_and_installs_nothing(tmp_path, index):
+    venv = str(tmp_path / "venv")
+    py = _venv(venv, index["custom_torch"])
+    before = _pip_list(py)
+    result, rc = run_module("ml_packages", _args(venv, index, ["omegaconf", "sparkforge-cext", "usestorch"]),
+                            check_mode=True)
+    assert rc == 0 and result["changed"] is True, result
+    rows = _rows(result)
+    assert rows["omegaconf"]["status"] == "would_install"
+    assert sorted(rows["omegaconf"]["would_install"]) == ["omegaconf==2.4.0", "pyyaml==6.0.3"]
+    assert rows["sparkforge-cext"]["status"] == "would_install" and rows["sparkforge-cext"]["fallback_taken"]
+    assert result["build_prereqs"] == ["build-essential", "python3-dev"]
+    assert _pip_list(py) == before
+
+
+def test_without_the_guard_pip_would_replace_torch(tmp_path, index):
+    """The control: the very same request without constraints replaces the custom torch."""
+    venv = str(tmp_path / "venv")
+    py = _venv(venv, index["custom_torch"])
+    report = str(tmp_path / "report.json")
+    subprocess.run([py, "-m", "pip", "install", "-q", "--dry-run", "--report", report, "--index-url", index["url"],
+                    "badtorch"], check=True, env=_clean_pip_env())
+    with open(report) as handle:
+        names = [(i["metadata"]["name"], i["metadata"]["version"]) for i in json.load(handle)["install"]]
+    assert ("torch", "9.9") in names
+
+
+@pytest.mark.skipif(shutil.which("cargo") is None or shutil.which("rustc") is None,
+                    reason="no rustc/cargo on this machine (apt-get install rustc cargo)")
+def test_rust_source_build(tmp_path, index):
+    venv = str(tmp_path / "venv")
+    py = _venv(venv, index["custom_torch"])
+    torch_before = _tree_sha(py)
+    result, rc = run_module("ml_packages", _args(venv, index, ["sparkforge-rustext"]))
+    assert rc == 0, result
+    row = _rows(result)["sparkforge-rustext"]
+    assert row["status"] == "installed" and row["method_used"] == "source" and not row["fallback_taken"]
+    out = subprocess.check_output([py, "-c", "import sparkforge_rustext; print(sparkforge_rustext.add(40, 2))"],
+                                  universal_newlines=True)
+    assert out.strip() == "42"
+    assert _tree_sha(py) == torch_before
+
+
+def test_unknown_package_and_missing_venv_fail_clearly(tmp_path, index):
+    result, rc = run_module("ml_packages", _args(str(tmp_path / "none"), index, ["einops"]))
+    assert rc != 0 and "not a virtual environment" in result["msg"]
+    venv = str(tmp_path / "venv")
+    subprocess.run([sys.executable, "-m", "venv", venv], check=True)
+    result, rc = run_module("ml_packages", _args(venv, index, ["einops", "tensorflow"]))
+    assert rc != 0 and "unknown package(s) tensorflow" in result["msg"]
+    result, rc = run_module("ml_packages", _args(venv, index, [], profile="nope"))
+    assert rc != 0 and "unknown profile 'nope'" in result["msg"]
