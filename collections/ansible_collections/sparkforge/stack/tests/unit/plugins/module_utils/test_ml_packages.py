@@ -115,8 +115,10 @@ def test_rules_first_match_and_arch_aliases():
 
 
 def test_source_builds_disallowed():
-    matrix = {"a": {"methods": [{"method": "source"}]}, "b": {"methods": [{"method": "wheel", "fallback": "source"}],
-                                                               "source": {"prereqs": ["rustc"]}}}
+    matrix = {
+        "a": {"methods": [{"method": "source"}]},
+        "b": {"methods": [{"method": "wheel", "fallback": "source"}], "source": {"prereqs": ["rustc"]}},
+    }
     plan = mp.resolve(matrix, {}, {}, X86, packages=["a", "b"], allow_source_builds=False)
     assert plan[0]["method"] == "skip" and "allow_source_builds" in plan[0]["skip_reason"]
     assert plan[1]["fallback"] is None
