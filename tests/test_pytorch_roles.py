@@ -126,3 +126,28 @@ def test_source_build_through_the_role_reports_build_status_and_reruns_as_noop(t
                if t["hosts"].get("localhost", {}).get("changed")]
     assert changed == [], changed
     assert data["stats"]["localhost"]["changed"] == 0
+
+
+def test_failed_source_build_prints_its_last_status_then_fails_with_the_modules_message(tmp_path, fixture_repo):
+    venv = tmp_path / "venv"
+    subprocess.check_call([sys.executable, "-m", "venv", str(venv)])
+    subprocess.check_call([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check",
+                           "setuptools", "wheel"])
+    role_vars = {
+        "pytorch_version": "2.12.0", "pytorch_source": "source", "pytorch_venv": str(venv),
+        "pytorch_repo": fixture_repo, "pytorch_build_dir": str(tmp_path / "build"),
+        "pytorch_wheel_dir": str(tmp_path / "wheels"), "pytorch_features": {"cuda": False},
+        "pytorch_build_deps": "check", "pytorch_jobs": 1, "pytorch_build_poll": 1, "pytorch_build_poll_max": 2,
+        "pytorch_cuda_arch_list": "9.0",
+        # The fixture then builds a wheel of another version: the module refuses to publish it.
+        "pytorch_extra_env": {"PYTORCH_BUILD_VERSION": "2.12.1"},
+    }
+    tasks = [{"name": "include the role", "ansible.builtin.include_role": {"name": "sparkforge.stack.pytorch"},
+              "vars": role_vars}]
+    rc, data, text = run_play(tmp_path, tasks)
+    assert rc != 0, text[-3000:]
+    failed = task_results(data, "Poll the build job")[-1]
+    assert failed.get("failed") and "does not carry version 2.12.0" in failed["msg"], failed
+    last = extract_build_status(task_results(data, "Show the build status")[-1])[0]
+    assert last["state"] == "failed", last
+    assert not os.path.exists(tmp_path / "wheels") or not os.listdir(tmp_path / "wheels")
