@@ -1,7 +1,7 @@
 """The pytorch and torch_domains roles run for real on this machine (connection local).
 
 - Without preflight's plan, `latest` stops both roles with the message that says what to do.
-- A source build of the PyTorch-shaped fixture (no CUDA) through the role: the poll loop's
+- A source build of the PyTorch-shaped fixture (real sm_90 CUDA objects) through the role: the poll loop's
   results carry the status dict under `build_status` (what the Python API reads, checked with
   the API's own extractor), the venv ends up with exactly the requested torch, and a rerun
   reuses the published wheel and changes nothing.
@@ -10,6 +10,7 @@ The molecule scenario `pytorch` covers the wheelhouse/index/source modes on a co
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -20,6 +21,7 @@ from helpers import REPO
 from sparkforge.api import extract_build_status
 
 FIXTURE = os.path.join(REPO, "tests", "fixtures", "pytorch")
+NVCC = "/usr/local/cuda/bin/nvcc"
 
 
 def run_play(tmp_path, tasks, extra_vars=None, timeout=600):
@@ -86,7 +88,9 @@ def fixture_repo(tmp_path_factory):
     return dest
 
 
+@pytest.mark.skipif(not os.path.exists(NVCC), reason="needs CUDA's nvcc in /usr/local/cuda")
 def test_source_build_through_the_role_reports_build_status_and_reruns_as_noop(tmp_path, fixture_repo):
+    """A real CUDA build of the fixture (sm_90, FIXTURE_PAUSE makes it last several polls)."""
     venv = tmp_path / "venv"
     subprocess.check_call([sys.executable, "-m", "venv", str(venv)])
     subprocess.check_call([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check",
@@ -94,9 +98,10 @@ def test_source_build_through_the_role_reports_build_status_and_reruns_as_noop(t
     role_vars = {
         "pytorch_version": "2.12.0", "pytorch_source": "source", "pytorch_venv": str(venv),
         "pytorch_repo": fixture_repo, "pytorch_build_dir": str(tmp_path / "build"),
-        "pytorch_wheel_dir": str(tmp_path / "wheels"), "pytorch_features": {"cuda": False},
+        "pytorch_wheel_dir": str(tmp_path / "wheels"),
+        "pytorch_features": {"cudnn": False, "nccl": False, "cusparselt": False},
         "pytorch_build_deps": "check", "pytorch_jobs": 1, "pytorch_build_poll": 1, "pytorch_build_poll_max": 2,
-        "pytorch_cuda_arch_list": "9.0",
+        "pytorch_cuda_arch_list": "9.0", "pytorch_extra_env": {"FIXTURE_PAUSE": "2"},
     }
     tasks = [{"name": "include the role", "ansible.builtin.include_role": {"name": "sparkforge.stack.pytorch"},
               "vars": role_vars}]
@@ -111,14 +116,18 @@ def test_source_build_through_the_role_reports_build_status_and_reruns_as_noop(t
     assert last["state"] == "done" and last["build"] == "pytorch 2.12.0", last
     assert last["log"] == str(tmp_path / "build" / "build.log")
     assert "torch build: phase" in last["progress"]
-    # The wait grows between polls (1, 2, 2, ... s), so the include chain stays short.
-    waits = [r["ansible_facts"]["pytorch_poll_wait"] for r in task_results(data, "Grow the wait")
+    # Several polls, one of them inside the compile with ninja-style [done/total] progress.
+    assert len(polls) >= 3, [s[0]["progress"] for s in statuses]
+    assert any(s[0]["phase"] == "build" and s[0]["total"] for s in statuses), [s[0]["progress"] for s in statuses]
+    assert any(re.search(r"\[\d+/\d+\] [\d.]+%", s[0]["progress"]) for s in statuses), statuses
+    # The wait doubles from pytorch_build_poll up to pytorch_build_poll_max: 1 s, then 2 s, 2 s, ...
+    waits = [int(r["ansible_facts"]["pytorch_poll_wait"]) for r in task_results(data, "Grow the wait")
              if "ansible_facts" in r]
-    assert all(int(w) <= 2 for w in waits), waits
+    assert waits and waits[0] == 2 and set(waits) == {2}, waits
     out = subprocess.check_output([str(venv / "bin" / "python"), "-c",
                                    "import json, torch; print(json.dumps(torch.build_info()))"])
     info = json.loads(out)
-    assert info["version"] == "2.12.0" and info["env"]["USE_CUDA"] == "0"
+    assert info["version"] == "2.12.0" and info["env"]["TORCH_CUDA_ARCH_LIST"] == "9.0"
 
     rc, data, text = run_play(tmp_path, tasks)
     assert rc == 0, text[-3000:]
