@@ -1,0 +1,162 @@
+"""The pytorch and torch_domains roles run for real on this machine (connection local).
+
+- Without preflight's plan, `latest` stops both roles with the message that says what to do.
+- A source build of the PyTorch-shaped fixture (real sm_90 CUDA objects) through the role: the poll loop's
+  results carry the status dict under `build_status` (what the Python API reads, checked with
+  the API's own extractor), the venv ends up with exactly the requested torch, and a rerun
+  reuses the published wheel and changes nothing.
+The molecule scenario `pytorch` covers the wheelhouse/index/source modes on a container host.
+"""
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from helpers import REPO
+
+from sparkforge.api import extract_build_status
+
+FIXTURE = os.path.join(REPO, "tests", "fixtures", "pytorch")
+NVCC = "/usr/local/cuda/bin/nvcc"
+
+
+def run_play(tmp_path, tasks, extra_vars=None, timeout=600):
+    """Run a one-play playbook on localhost with the JSON callback; return (rc, parsed output, text)."""
+    play = [{"name": "roles under test", "hosts": "localhost", "connection": "local", "gather_facts": False,
+             "vars": {"ansible_python_interpreter": sys.executable}, "tasks": tasks}]
+    path = tmp_path / "play.yml"
+    path.write_text(json.dumps(play))
+    env = dict(os.environ)
+    env.update({
+        "ANSIBLE_CONFIG": os.path.join(REPO, "ansible.cfg"),
+        "ANSIBLE_STDOUT_CALLBACK": "ansible.posix.json",
+        "ANSIBLE_LOCAL_TEMP": str(tmp_path / "ansible-tmp"),
+        "ANSIBLE_ASYNC_DIR": str(tmp_path / "async"),
+    })
+    cmd = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", "localhost,", str(path)]
+    if extra_vars:
+        cmd += ["-e", json.dumps(extra_vars)]
+    proc = subprocess.run(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          universal_newlines=True, timeout=timeout, check=False)
+    try:
+        data = json.loads(proc.stdout)
+    except ValueError:
+        data = {}
+    return proc.returncode, data, proc.stdout + proc.stderr
+
+
+def task_results(data, name_part):
+    """The localhost results of every task whose name contains name_part, in order."""
+    found = []
+    for play in data.get("plays", []):
+        for task in play.get("tasks", []):
+            if name_part in task["task"]["name"]:
+                result = task["hosts"].get("localhost")
+                if result is not None:
+                    found.append(result)
+    return found
+
+
+def failed_messages(data):
+    return [r.get("msg", "") for play in data.get("plays", []) for t in play.get("tasks", [])
+            for r in t["hosts"].values() if r.get("failed")]
+
+
+@pytest.mark.parametrize("role,hint", [
+    ("sparkforge.stack.pytorch", "set pytorch_version"),
+    ("sparkforge.stack.torch_domains", "set torch_domains_version"),
+])
+def test_latest_without_a_plan_fails_clearly(tmp_path, role, hint):
+    tasks = [{"name": "include the role", "ansible.builtin.include_role": {"name": role},
+              "vars": {"pytorch_venv": str(tmp_path / "venv"), "torch_domains_venv": str(tmp_path / "venv")}}]
+    rc, data, text = run_play(tmp_path, tasks)
+    assert rc != 0, text
+    messages = failed_messages(data)
+    assert any("run sparkforge.stack.preflight first" in m and hint in m for m in messages), messages
+    # Nothing was created: the check comes before any change.
+    assert not (tmp_path / "venv").exists()
+
+
+@pytest.fixture(scope="module")
+def fixture_repo(tmp_path_factory):
+    dest = str(tmp_path_factory.mktemp("fixture") / "pytorch")
+    subprocess.check_call([sys.executable, os.path.join(FIXTURE, "make_repo.py"), dest], stdout=subprocess.DEVNULL)
+    return dest
+
+
+@pytest.mark.skipif(not os.path.exists(NVCC), reason="needs CUDA's nvcc in /usr/local/cuda")
+def test_source_build_through_the_role_reports_build_status_and_reruns_as_noop(tmp_path, fixture_repo):
+    """A real CUDA build of the fixture (sm_90, FIXTURE_PAUSE makes it last several polls)."""
+    venv = tmp_path / "venv"
+    subprocess.check_call([sys.executable, "-m", "venv", str(venv)])
+    subprocess.check_call([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check",
+                           "setuptools", "wheel"])
+    role_vars = {
+        "pytorch_version": "2.12.0", "pytorch_source": "source", "pytorch_venv": str(venv),
+        "pytorch_repo": fixture_repo, "pytorch_build_dir": str(tmp_path / "build"),
+        "pytorch_wheel_dir": str(tmp_path / "wheels"),
+        "pytorch_features": {"cudnn": False, "nccl": False, "cusparselt": False},
+        "pytorch_build_deps": "check", "pytorch_jobs": 1, "pytorch_build_poll": 1, "pytorch_build_poll_max": 2,
+        "pytorch_cuda_arch_list": "9.0", "pytorch_extra_env": {"FIXTURE_PAUSE": "2"},
+    }
+    tasks = [{"name": "include the role", "ansible.builtin.include_role": {"name": "sparkforge.stack.pytorch"},
+              "vars": role_vars}]
+
+    rc, data, text = run_play(tmp_path, tasks)
+    assert rc == 0, text[-3000:]
+    polls = task_results(data, "Show the build status")
+    assert polls, "no poll ran"
+    statuses = [extract_build_status(r) for r in polls]
+    assert all(len(s) == 1 for s in statuses), statuses
+    last = statuses[-1][0]
+    assert last["state"] == "done" and last["build"] == "pytorch 2.12.0", last
+    assert last["log"] == str(tmp_path / "build" / "build.log")
+    assert "torch build: phase" in last["progress"]
+    # Several polls, one of them inside the compile with ninja-style [done/total] progress.
+    assert len(polls) >= 3, [s[0]["progress"] for s in statuses]
+    assert any(s[0]["phase"] == "build" and s[0]["total"] for s in statuses), [s[0]["progress"] for s in statuses]
+    assert any(re.search(r"\[\d+/\d+\] [\d.]+%", s[0]["progress"]) for s in statuses), statuses
+    # The wait doubles from pytorch_build_poll up to pytorch_build_poll_max: 1 s, then 2 s, 2 s, ...
+    waits = [int(r["ansible_facts"]["pytorch_poll_wait"]) for r in task_results(data, "Grow the wait")
+             if "ansible_facts" in r]
+    assert waits and waits[0] == 2 and set(waits) == {2}, waits
+    out = subprocess.check_output([str(venv / "bin" / "python"), "-c",
+                                   "import json, torch; print(json.dumps(torch.build_info()))"])
+    info = json.loads(out)
+    assert info["version"] == "2.12.0" and info["env"]["TORCH_CUDA_ARCH_LIST"] == "9.0"
+
+    rc, data, text = run_play(tmp_path, tasks)
+    assert rc == 0, text[-3000:]
+    changed = [t["task"]["name"] for play in data["plays"] for t in play["tasks"]
+               if t["hosts"].get("localhost", {}).get("changed")]
+    assert changed == [], changed
+    assert data["stats"]["localhost"]["changed"] == 0
+
+
+def test_failed_source_build_prints_its_last_status_then_fails_with_the_modules_message(tmp_path, fixture_repo):
+    venv = tmp_path / "venv"
+    subprocess.check_call([sys.executable, "-m", "venv", str(venv)])
+    subprocess.check_call([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check",
+                           "setuptools", "wheel"])
+    role_vars = {
+        "pytorch_version": "2.12.0", "pytorch_source": "source", "pytorch_venv": str(venv),
+        "pytorch_repo": fixture_repo, "pytorch_build_dir": str(tmp_path / "build"),
+        "pytorch_wheel_dir": str(tmp_path / "wheels"), "pytorch_features": {"cuda": False},
+        "pytorch_build_deps": "check", "pytorch_jobs": 1, "pytorch_build_poll": 1, "pytorch_build_poll_max": 2,
+        "pytorch_cuda_arch_list": "9.0",
+        # The fixture then builds a wheel of another version: the module refuses to publish it.
+        "pytorch_extra_env": {"PYTORCH_BUILD_VERSION": "2.12.1"},
+    }
+    tasks = [{"name": "include the role", "ansible.builtin.include_role": {"name": "sparkforge.stack.pytorch"},
+              "vars": role_vars}]
+    rc, data, text = run_play(tmp_path, tasks)
+    assert rc != 0, text[-3000:]
+    failed = task_results(data, "Poll the build job")[-1]
+    assert failed.get("failed") and "does not carry version 2.12.0" in failed["msg"], failed
+    last = extract_build_status(task_results(data, "Show the build status")[-1])[0]
+    assert last["state"] == "failed", last
+    assert not os.path.exists(tmp_path / "wheels") or not os.listdir(tmp_path / "wheels")
