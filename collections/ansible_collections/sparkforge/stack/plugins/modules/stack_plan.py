@@ -120,7 +120,7 @@ plan_text:
 ready:
   description:
     - True when there is no problem. For a source build the RAM/disk thresholds of the build are not part of
-      this verdict (only the builder of a platform class builds): see C(can_build).
+      this verdict (only the builder of a platform class builds), see C(can_build).
   returned: always
   type: bool
 can_build:
