@@ -118,9 +118,24 @@ plan_text:
   type: list
   elements: str
 ready:
-  description: True when there is no problem.
+  description:
+    - True when there is no problem. For a source build the RAM/disk thresholds of the build are not part of
+      this verdict (only the builder of a platform class builds), see C(can_build).
   returned: always
   type: bool
+can_build:
+  description:
+    - True when the host meets the source-build RAM and disk thresholds (C(min_ram_gib_source_build),
+      C(min_disk_gib_source_build)), so it can build the wheels of its platform class. The fleet planning picks
+      builders among these hosts; a class with none fails there with C(build_problems).
+  returned: always
+  type: bool
+build_problems:
+  description: Why the host cannot build from source (RAM or disk under the source-build thresholds).
+  returned: always
+  type: list
+  elements: dict
+  sample: [{check: ram, message: "16.0 GiB of RAM, the planned work needs 32 GiB (building from source). ..."}]
 """
 
 from ansible.module_utils.basic import AnsibleModule
@@ -159,15 +174,24 @@ def main():
     plan_error = None
     try:
         plan = build_plan(params["facts"], params["settings"], params["manifest"])
-        checks["source_build"] = plan["source_build"]
     except PlanError as exc:
         plan_error = str(exc)
+    # The host is judged as an installer of wheels; whether it can also build them (the source-build
+    # RAM/disk thresholds) is a separate verdict: in a fleet only one host per platform class builds,
+    # and the fleet planning fails a class none of whose hosts can (a single host is its own builder).
+    checks["source_build"] = False
     found = problems(params["facts"], params["host"], checks)
+    build_problems = [p for p in problems(params["facts"], params["host"], dict(checks, source_build=True))
+                      if p["check"] in ("ram", "disk")]
     if plan_error:
         found.append({"check": "plan", "message": plan_error})
     text = render_plan(plan, found) if plan else ["no plan: %s" % plan_error] + [
         "  - [%s] %s" % (p["check"], p["message"]) for p in found]
-    module.exit_json(changed=False, plan=plan, problems=found, plan_text=text, ready=not found)
+    if plan and plan["source_build"] and build_problems:
+        text.append("cannot build from source here (only a builder of its platform class must): %s"
+                    % " | ".join(p["message"] for p in build_problems))
+    module.exit_json(changed=False, plan=plan, problems=found, plan_text=text, ready=not found,
+                     can_build=not build_problems, build_problems=build_problems)
 
 
 if __name__ == "__main__":
