@@ -2,7 +2,8 @@
 # What runs on the GPU test machine (H100/H200, CUDA 13, torch preinstalled, no registry):
 #   1. installs Ansible from the wheels carried in $WHEELS (ansible-core 2.19.14 + deps, cp312 x86_64),
 #   2. compares the fat binary audit with cuobjdump on torch's libtorch_cuda.so and times both,
-#   3. runs bench/gpu/gpu_verify.yml (runtime_env + verify, torch_source existing) over the local connection,
+#   3. runs playbooks/spark.yml over the local connection with torch source `existing` (the machine's torch)
+#      and components runtime_env + verify: preflight, fleet planning, runtime_env, verify, summary,
 #   4. copies the reports to $OUT (the device tool brings them back).
 # Usage (from the repository root): WHEELS=.whl OUT=/some/dir bash bench/gpu/run_on_gpu.sh
 # SKIP_AUDIT=1 leaves out step 2; VERIFY_EXTRA adds ansible-playbook arguments (e.g. "-e verify_bench_scale=2").
@@ -40,11 +41,13 @@ print('torch/lib verdict', r['verdict'], [(l['path'], l['verdict']) for l in r['
 " 2>&1 | tee "$OUT/torch-lib-audit.txt"
 fi
 
-echo "== ansible-playbook bench/gpu/gpu_verify.yml"
+TORCH_VERSION=$("$PY" -c 'import torch; print(torch.__version__.split("+")[0])')
+echo "== ansible-playbook playbooks/spark.yml (torch $TORCH_VERSION, source existing)"
 export ANSIBLE_CONFIG=$REPO/ansible.cfg
 export ANSIBLE_LOCAL_TEMP=/tmp/ansible-local ANSIBLE_REMOTE_TEMP=/tmp/ansible-remote
 set +e
-"$PY" /tmp/site/bin/ansible-playbook bench/gpu/gpu_verify.yml -i bench/gpu/inventory.yml \
+"$PY" /tmp/site/bin/ansible-playbook playbooks/spark.yml -i bench/gpu/inventory.yml \
+    -e sparkforge_torch_version="$TORCH_VERSION" -e sparkforge_fleet_report_dir=/tmp/sparkforge-collected \
     -e verify_controller_dir=/tmp/sparkforge-collected -e verify_run=gpu-test ${VERIFY_EXTRA:-} 2>&1 | tee "$OUT/ansible.log"
 RC=${PIPESTATUS[0]}
 set -e
@@ -53,4 +56,5 @@ for f in verify.json verify.md verify.png; do
     cp /tmp/sparkforge-collected/gpu-test/gpu-test/$f "$OUT/" 2>/dev/null || echo "missing $f"
 done
 cp /tmp/sparkforge-collected/gpu-test/summary.md "$OUT/fleet-summary.md" 2>/dev/null || echo "missing summary"
+cp /tmp/sparkforge-collected/fleet-summary.json "$OUT/" 2>/dev/null || echo "missing fleet-summary.json"
 exit $RC
