@@ -74,7 +74,7 @@ def test_real_nvcc_here_if_present():
     nvcc = "/usr/local/cuda/bin/nvcc"
     if not os.path.exists(nvcc):
         pytest.skip("no CUDA toolkit on this machine")
-    out = subprocess.run([nvcc, "--version"], stdout=subprocess.PIPE, universal_newlines=True).stdout
+    out = subprocess.run([nvcc, "--version"], stdout=subprocess.PIPE, universal_newlines=True, check=True).stdout
     assert cl.parse_nvcc_version(out) >= 12
 
 

@@ -140,7 +140,9 @@ def test_llvm_cache_key_inputs():
     base = tb.llvm_cache_key(**LLVM_ARGS)
     assert base == tb.llvm_cache_key(**LLVM_ARGS)
     # list order and the list form do not matter
-    assert base == tb.llvm_cache_key(**dict(LLVM_ARGS, projects=["lld", "mlir", "llvm"]))
+    reordered = dict(LLVM_ARGS)
+    reordered["projects"] = ["lld", "mlir", "llvm"]
+    assert base == tb.llvm_cache_key(**reordered)
     for change in (dict(llvm_commit="f6ded0be897e2878612dd903f7e8bb85448269e5"), dict(projects="mlir;llvm"),
                    dict(targets="host;NVPTX"), dict(build_type="Debug"), dict(assertions=False),
                    dict(compiler_version="gcc 13.3.0"), dict(extra_args=["-DLLVM_USE_LINKER=lld"])):
@@ -180,7 +182,7 @@ def test_jobs_formula(tmp_path):
     # (20 GiB - 2 GiB reserve) / 2 GiB per job = 9, unless there are fewer cores
     assert jobs == min(os.cpu_count() or 1, 9)
     assert "2.0 GiB per job" in why
-    jobs, _ = tb.resolve_triton_jobs("auto", meminfo_path=str(meminfo))
+    jobs = tb.resolve_triton_jobs("auto", meminfo_path=str(meminfo))[0]
     assert jobs == min(os.cpu_count() or 1, 6)
     assert tb.resolve_llvm_jobs(3) == (3, "set explicitly")
     with pytest.raises(BuildError):
