@@ -63,7 +63,6 @@ def fleet(tmp_path_factory):
     group = {
         "sparkforge_components": ["triton"],
         "sparkforge_torch_version": "2.10.0",
-        "sparkforge_serial": 1,
         "sparkforge_fleet_wheelhouse": str(root / "wheelhouse"),
         "sparkforge_fleet_report_dir": str(root / "reports"),
         "preflight_allow_x86_64": True,
@@ -90,9 +89,10 @@ def fleet(tmp_path_factory):
 def run(fleet, *extra):
     env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"), ANSIBLE_NOCOLOR="1",
                ANSIBLE_FORCE_COLOR="0")
-    proc = subprocess.run([os.path.join(BIN, "ansible-playbook"), "playbooks/spark.yml", "-i", fleet["inventory"]]
-                          + list(extra), cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          universal_newlines=True, timeout=900, check=False)
+    # The batch size is a play keyword: Ansible reads it from extra vars, never from the inventory.
+    proc = subprocess.run([os.path.join(BIN, "ansible-playbook"), "playbooks/spark.yml", "-i", fleet["inventory"],
+                           "-e", "sparkforge_serial=1"] + list(extra), cwd=REPO, env=env, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, universal_newlines=True, timeout=900, check=False)
     recap = {m.group(1): {"changed": int(m.group(2)), "failed": int(m.group(3))} for m in re.finditer(
         r"^(\S+)\s+: ok=\d+\s+changed=(\d+)\s+unreachable=\d+\s+failed=(\d+)", proc.stdout, re.M)}
     with open(fleet["root"] / "reports" / "fleet-history.jsonl") as handle:
