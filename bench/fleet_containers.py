@@ -1,0 +1,119 @@
+#!/usr/bin/env python3
+"""No-op rerun time of the molecule `fleet` scenario's run at N container hosts, as a ratio to N=1.
+
+For each N (default 1, 4, 16): N amd64 podman containers started like the test bed's hosts
+(molecule/fleet/files/start-host.sh, image localhost/sparkforge-bookworm:amd64), fake GPUs
+alternating an H100 (9.0) and an RTX PRO 6000 Blackwell (12.0), so two platform classes from
+N=2.  The playbook is the scenario's own converge (molecule/fleet/converge.yml: fixtures, then
+playbooks/spark.yml with components triton, pytorch and torch_domains built from the fixture
+sources), with the scenario's variables (molecule/fleet/inventory/hosts.yml).  It converges once (one
+build per class and artifact), then times a rerun (changed=0 is checked) and prints the rerun
+time, its ratio to N=1 and the build count per class of the first run and of the rerun (from
+the playbook's fleet history).
+
+amd64 only: emulated arm64 hosts would measure qemu, not the playbook.  The containers share
+this machine's cores, so the figure is the controller-plus-hosts cost of a no-op fleet run.
+Usage:  .venv/bin/python bench/fleet_containers.py [--sizes 1 4 16]
+"""
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+import yaml
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SCENARIO = os.path.join(REPO, "molecule", "fleet")
+SHARED = os.path.join(REPO, "molecule", "shared", "inventory")
+IMAGE = "localhost/sparkforge-bookworm:amd64"
+BIN = os.path.dirname(sys.executable)
+GPUS = [
+    {"name": "NVIDIA H100 80GB HBM3", "compute_cap": "9.0", "driver_version": "580.95.05", "memory.total": 81559},
+    {"name": "NVIDIA RTX PRO 6000 Blackwell Workstation Edition", "compute_cap": "12.0",
+     "driver_version": "580.95.05", "memory.total": 97887},
+]
+
+
+def _load(path):
+    with open(path) as handle:
+        return yaml.safe_load(handle) or {}
+
+
+def start_hosts(n, peer):
+    names = ["bench-%02d" % i for i in range(n)]
+    for name in names:
+        subprocess.run([os.path.join(SCENARIO, "files", "start-host.sh"), name, "amd64", IMAGE, peer], check=True,
+                       stdout=subprocess.DEVNULL)
+    return names
+
+
+def inventory(root, names):
+    hosts = {}
+    for i, name in enumerate(names):
+        gpu = dict(GPUS[i % 2], uuid="GPU-bench-%02d" % i, **{"pci.bus_id": "00000000:01:00.0"})
+        hosts[name] = {"ansible_connection": "podman", "ansible_podman_executable": "podman", "fake_gpus": [gpu],
+                       "preflight_allow_x86_64": True}
+    group = dict(_load(os.path.join(SHARED, "group_vars", "all.yml")))
+    group.update(_load(os.path.join(SCENARIO, "inventory", "hosts.yml"))["all"]["vars"])
+    path = os.path.join(root, "inventory.yml")
+    with open(path, "w") as handle:
+        yaml.safe_dump({"all": {"hosts": hosts, "vars": group}}, handle)
+    return path
+
+
+def playbook(root, inv):
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"), ANSIBLE_NOCOLOR="1",
+               MOLECULE_EPHEMERAL_DIRECTORY=root, ANSIBLE_FORKS="20")
+    start = time.monotonic()
+    proc = subprocess.run([os.path.join(BIN, "ansible-playbook"), os.path.join(SCENARIO, "converge.yml"), "-i", inv],
+                          cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          universal_newlines=True, check=False)
+    elapsed = time.monotonic() - start
+    if proc.returncode != 0:
+        sys.exit("the fleet run failed (rc %d):\n%s" % (proc.returncode, proc.stdout[-4000:]))
+    recap = proc.stdout.split("PLAY RECAP")[-1]
+    changed = {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\S+)\s+: ok=\d+\s+changed=(\d+)", recap, re.M)}
+    return elapsed, changed
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[1, 4, 16])
+    parser.add_argument("--peer", default="bench-peer",
+                        help="name of a container the bench hosts are labelled with (started if missing)")
+    args = parser.parse_args()
+    if subprocess.run(["podman", "container", "exists", args.peer], check=False).returncode != 0:
+        subprocess.run(["podman", "run", "-d", "--name", args.peer, "--runtime", "runc", IMAGE, "sleep", "infinity"],
+                       check=True, stdout=subprocess.DEVNULL)
+    base = None
+    print("%4s %10s %10s %7s  %s" % ("N", "first s", "no-op s", "ratio", "builds per class: first run; rerun"))
+    for n in args.sizes:
+        names = start_hosts(n, args.peer)
+        try:
+            with tempfile.TemporaryDirectory(prefix="fleet-containers-") as root:
+                inv = inventory(root, names)
+                first, _ = playbook(root, inv)
+                rerun, changed = playbook(root, inv)
+                if any(changed.values()):
+                    sys.exit("the rerun at N=%d changed something: %s" % (n, changed))
+                with open(os.path.join(root, "fleet-scenario", "reports", "fleet-history.jsonl")) as handle:
+                    runs = [json.loads(line)["hosts"] for line in handle]
+                builds = [{r["class"].split("-")[0]: len(r["builds"]) for r in run.values() if r["builder"]}
+                          for run in runs[-2:]]
+                base = base or rerun
+                print("%4d %10.1f %10.1f %7.2f  %s; %s" % (n, first, rerun, rerun / base, builds[0], builds[1]))
+                sys.stdout.flush()
+        finally:
+            subprocess.run(["podman", "rm", "-f", "-t", "0"] + names, check=False, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+    subprocess.run(["podman", "rm", "-f", "-t", "0", args.peer], check=False, stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL)
+
+
+if __name__ == "__main__":
+    main()
