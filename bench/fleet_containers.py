@@ -88,7 +88,8 @@ def main():
                         help="name of a container the bench hosts are labelled with (started if missing)")
     args = parser.parse_args()
     if subprocess.run(["podman", "container", "exists", args.peer], check=False).returncode != 0:
-        subprocess.run(["podman", "run", "-d", "--name", args.peer, "--runtime", "runc", IMAGE, "sleep", "infinity"],
+        subprocess.run(["podman", "run", "-d", "--name", args.peer, "--runtime", "runc",
+                        "--ulimit", "nofile=1024:1024", "--ulimit", "nproc=1000:1000", IMAGE, "sleep", "infinity"],
                        check=True, stdout=subprocess.DEVNULL)
     base = None
     print("%4s %10s %10s %7s  %s" % ("N", "first s", "no-op s", "ratio", "builds per class: first run; rerun"))
