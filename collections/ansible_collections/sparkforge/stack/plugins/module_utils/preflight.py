@@ -15,7 +15,7 @@ __metaclass__ = type
 
 from ansible_collections.sparkforge.stack.plugins.module_utils.build_common import BuildError
 from ansible_collections.sparkforge.stack.plugins.module_utils.platforms import version_tuple
-from ansible_collections.sparkforge.stack.plugins.module_utils.torch_build import plan_arch_list
+from ansible_collections.sparkforge.stack.plugins.module_utils.torch_build import default_version, plan_arch_list
 
 # Compute capability major from which a GPU is a Blackwell (10.x B200/GB200, 11.0 Thor, 12.x GB10/RTX 50).
 BLACKWELL_MIN_MAJOR = 10
@@ -115,16 +115,13 @@ def problems(facts, host, config):
 
 
 def select_torch_version(requested, releases, platform_class):
-    """'latest' -> the newest release whose good_for lists the class; else the requested one, checked."""
+    """'latest' -> torch_build.default_version for the class; else the requested one, checked."""
     if requested in (None, "", "latest"):
-        if platform_class == "none":
+        try:
             # No GPU: the host is refused anyway; plan with the newest release to show the work.
-            return max(releases, key=version_tuple)
-        good = [v for v, r in releases.items() if platform_class in (r.get("good_for") or [])]
-        if not good:
-            raise PlanError("no PyTorch release in the manifest is marked good for platform class %r; "
-                            "pin sparkforge_torch_version" % platform_class)
-        return max(good, key=version_tuple)
+            return default_version(releases, None if platform_class == "none" else platform_class)
+        except BuildError as exc:
+            raise PlanError("%s (sparkforge_torch_version)" % exc)
     if requested not in releases:
         raise PlanError("PyTorch %s is not in the manifest (known: %s); add it to sparkforge_torch_releases"
                         % (requested, ", ".join(sorted(releases, key=version_tuple))))

@@ -230,15 +230,25 @@ def plan_arch_list(requested, version, release, platform_class, capabilities, da
     return {"arch_list": format_arch_list(entries), "why": why, "fixes_needed": need}
 
 
-def default_version(releases, platform_class):
-    """The newest release whose ``good_for`` names the platform class."""
+def default_version(releases, platform_class=None):
+    """What ``latest`` means: the newest release whose ``good_for`` names the platform class
+    (any release when ``platform_class`` is None) and whose pairings are all confirmed.
+
+    An entry with ``unconfirmed`` fields is used only when pinned: ``latest`` must not
+    send a whole fleet to a pairing nobody has checked.
+    """
     candidates = [v for v, entry in releases.items()
-                  if platform_class in (entry.get("good_for") or [])]
+                  if platform_class is None or platform_class in (entry.get("good_for") or [])]
     if not candidates:
         raise BuildError(
             "no release in the version data is marked good for platform class %r; set version explicitly"
             % platform_class)
-    return max(candidates, key=version_tuple)
+    confirmed = [v for v in candidates if not releases[v].get("unconfirmed")]
+    if not confirmed:
+        raise BuildError(
+            "the releases marked good for platform class %r (%s) all have unconfirmed pairings; pin one "
+            "explicitly to use it" % (platform_class, ", ".join(sorted(candidates, key=version_tuple))))
+    return max(confirmed, key=version_tuple)
 
 
 def select_fixes(release, arch_fixes, fixes, extra=None):

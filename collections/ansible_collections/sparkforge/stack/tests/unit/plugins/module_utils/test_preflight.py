@@ -111,6 +111,19 @@ def test_plan_on_a_trap_release_avoids_sm_121():
     assert {s["action"] for s in plan["steps"] if s["component"] in ("triton", "pytorch")} == {"build"}
 
 
+def test_latest_skips_a_release_with_unconfirmed_pairings_and_a_pin_still_gets_it():
+    m = manifest()
+    releases = m["sparkforge_torch_releases"]
+    newest = max(releases, key=lambda v: tuple(int(x) for x in v.split(".")))
+    draft = dict(releases[newest], triton=releases[newest]["triton"], unconfirmed=["triton"])
+    m["sparkforge_torch_releases"] = dict(releases, **{"9.99.0": draft})
+    assert pf.build_plan(spark_facts(), {}, m)["torch"]["version"] == newest
+    assert pf.build_plan(spark_facts(), {"torch_version": "9.99.0"}, m)["torch"]["version"] == "9.99.0"
+    m["sparkforge_torch_releases"] = {"9.99.0": draft}
+    with pytest.raises(pf.PlanError, match="unconfirmed pairings.*sparkforge_torch_version"):
+        pf.build_plan(spark_facts(), {}, m)
+
+
 def test_plan_index_source_and_component_subset():
     plan = pf.build_plan(spark_facts(), {"torch_source": "index", "components": ["pytorch", "verify"],
                                          "torch_version": "2.9.1"}, manifest())

@@ -47,7 +47,9 @@ def test_manifest_has_seed_and_newest_releases_with_pairings():
     assert RELEASES["2.9.1"]["torchvision"] == "0.24.1"
     assert RELEASES["2.9.1"]["torchaudio"] == "2.9.1"
     assert RELEASES["2.9.1"]["triton"] == "3.5.1"
-    assert "2.15.0" in RELEASES
+    assert RELEASES["2.12.0"]["triton"] == "3.7.0" and RELEASES["2.12.0"]["torchvision"] == "0.27.0"
+    # torchaudio's last release is 2.11.0: later torch releases pair with it.
+    assert [RELEASES[v]["torchaudio"] for v in ("2.12.0", "2.13.0", "2.14.0")] == ["2.11.0"] * 3
     for version, entry in RELEASES.items():
         for key in ("triton", "torchvision", "torchaudio", "good_for", "traps", "fixes"):
             assert key in entry, (version, key)
@@ -87,7 +89,7 @@ ARCH_TABLE = [
     ("2.9.1", "13.0", False, "does not know the arch 13.0"),
     ("2.9.1", "12.1", True, None),      # fix exists for 2.9.1 -> allowed with the fix
     ("2.12.0", "12.1", True, None),     # no trap
-    ("2.15.0", "12.1;12.0+PTX", True, None),
+    ("2.14.0", "12.1;12.0+PTX", True, None),
 ]
 
 
@@ -123,7 +125,7 @@ def test_trap_versions_apply_fix_with_12_1(version):
     assert result["fixes_needed"] == ["mem_eff_sm121_guard"]
 
 
-@pytest.mark.parametrize("version", ["2.12.0", "2.13.0", "2.14.0", "2.15.0"])
+@pytest.mark.parametrize("version", ["2.12.0", "2.13.0", "2.14.0"])
 def test_fixed_versions_need_no_fix(version):
     assert plan("12.1", version)["fixes_needed"] == []
 
@@ -159,10 +161,23 @@ def test_default_arch_list(version, klass, caps, expected):
 
 
 def test_default_version_is_newest_good_for_class():
-    assert tb.default_version(RELEASES, "gh200") == "2.15.0"
-    assert tb.default_version(RELEASES, "dgx_spark") == "2.14.0"
+    releases = dict(RELEASES, **{"2.14.0": dict(RELEASES["2.14.0"], good_for=["gh200"])})
+    assert tb.default_version(releases, "gh200") == "2.14.0"
+    assert tb.default_version(releases, "dgx_spark") == "2.13.0"
+    assert tb.default_version(releases, None) == "2.14.0"
     with pytest.raises(BuildError):
         tb.default_version(RELEASES, "unknown_class")
+
+
+def test_default_version_skips_unconfirmed_pairings():
+    """`latest` never lands on an entry whose pairings nobody checked; pinning it still works."""
+    draft = dict(RELEASES["2.14.0"], triton="3.9.0", unconfirmed=["triton"])
+    releases = dict(RELEASES, **{"2.99.0": draft})
+    assert tb.default_version(releases, "gh200") == "2.14.0"
+    only_draft = {"2.99.0": draft}
+    with pytest.raises(BuildError) as err:
+        tb.default_version(only_draft, "gh200")
+    assert "unconfirmed" in str(err.value) and "2.99.0" in str(err.value)
 
 
 # ------------------------------------------------------------ fix selection
