@@ -1,4 +1,4 @@
-"""``sparkforge plan|provision|verify|report``: the command line over sparkforge.api.
+"""``sparkforge plan|provision|verify|report|versions``: the command line over sparkforge.api.
 
 Exit codes (scripts can rely on them):
 
@@ -25,7 +25,7 @@ import sys
 
 import yaml
 
-from sparkforge import __version__, api
+from sparkforge import __version__, api, versions
 
 
 class _Parser(argparse.ArgumentParser):
@@ -224,6 +224,7 @@ def build_parser():
                 False)
     run_options(sub.add_parser("provision", help="run the playbook"), True)
     run_options(sub.add_parser("verify", help="run the verify part (tag verify)"), False)
+    versions.add_parser(sub)
     rep = sub.add_parser("report", help="show reports/<run>/ (the newest run by default)")
     rep.add_argument("--run", help="run id (a directory name under reports/)")
     rep.add_argument("--reports-dir", help="reports directory (default <project>/reports)")
@@ -249,6 +250,9 @@ def main(argv=None, stdout=None, stderr=None):
         args = parser.parse_args(argv)
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else api.EXIT_USAGE
+
+    if args.command == "versions":
+        return versions.run(args, api.project_root(args.project_dir), stdout, stderr)
 
     if args.command == "report":
         base = args.reports_dir or os.path.join(api.project_root(args.project_dir), "reports")

@@ -13,9 +13,15 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import re
+
 from ansible_collections.sparkforge.stack.plugins.module_utils.build_common import BuildError
 from ansible_collections.sparkforge.stack.plugins.module_utils.platforms import version_tuple
-from ansible_collections.sparkforge.stack.plugins.module_utils.torch_build import default_version, plan_arch_list
+from ansible_collections.sparkforge.stack.plugins.module_utils.torch_build import (
+    default_version,
+    plan_arch_list,
+    python_allowed,
+)
 
 # Compute capability major from which a GPU is a Blackwell (10.x B200/GB200, 11.0 Thor, 12.x GB10/RTX 50).
 BLACKWELL_MIN_MAJOR = 10
@@ -114,18 +120,57 @@ def problems(facts, host, config):
     return found
 
 
-def select_torch_version(requested, releases, platform_class):
-    """'latest' -> torch_build.default_version for the class; else the requested one, checked."""
+def select_torch_version(requested, releases, platform_class, python_version=None):
+    """'latest' -> torch_build.default_version for the class and the host's Python; else the
+    requested one, checked (known, and its wheels accept the host's Python)."""
     if requested in (None, "", "latest"):
         try:
             # No GPU: the host is refused anyway; plan with the newest release to show the work.
-            return default_version(releases, None if platform_class == "none" else platform_class)
+            return default_version(releases, None if platform_class == "none" else platform_class, python_version)
         except BuildError as exc:
             raise PlanError("%s (sparkforge_torch_version)" % exc)
     if requested not in releases:
         raise PlanError("PyTorch %s is not in the manifest (known: %s); add it to sparkforge_torch_releases"
                         % (requested, ", ".join(sorted(releases, key=version_tuple))))
+    if not python_allowed(releases[requested], python_version):
+        needs = sorted({f.get("requires_python") for f in releases[requested]["wheels"].values()})
+        raise PlanError("PyTorch %s requires Python %s and this host has %s: pin an older release or "
+                        "install a newer Python" % (requested, " / ".join(needs), python_version))
     return requested
+
+
+def parse_compiler_version(text):
+    """('gcc', '13.2.0') or ('clang', '18.1.3') from `c++ --version`; None when unrecognised."""
+    match = re.search(r"clang version (\d+(?:\.\d+)*)", text or "")
+    if match:
+        return ("clang", match.group(1))
+    first = (text or "").strip().splitlines()[0] if (text or "").strip() else ""
+    if re.match(r"^(g\+\+|c\+\+|gcc)\b", first) or "Free Software Foundation" in (text or ""):
+        numbers = re.findall(r"\b(\d+\.\d+(?:\.\d+)?)\b", first)
+        if numbers:
+            return ("gcc", numbers[-1])
+    return None
+
+
+def compiler_problems(torch_version, release, min_compilers, compiler):
+    """Why this host's C++ compiler cannot build the release (its ``cxx_standard``), with what to
+    install; ``compiler``: parse_compiler_version's result or None when `c++` is missing."""
+    std = release.get("cxx_standard")
+    if not std:
+        return []
+    floors = (min_compilers or {}).get(str(std)) or {}
+    wanted = " or ".join("%s >= %s" % ("GCC" if k == "gcc" else "Clang", v) for k, v in sorted(floors.items()))
+    if compiler is None:
+        return [_problem("compiler", "no C++ compiler (c++) found: building PyTorch %s needs C++%s (%s): "
+                                     "install g++ (apt install g++)" % (torch_version, std, wanted or "any"))]
+    kind, version = compiler
+    floor = floors.get(kind)
+    if floor and version_tuple(version) < version_tuple(floor):
+        return [_problem("compiler", "PyTorch %s builds as C++%s, which needs %s; this host's c++ is %s %s: "
+                                     "install a newer one (e.g. apt install g++-%s) and make it c++"
+                         % (torch_version, std, wanted, "GCC" if kind == "gcc" else "Clang", version,
+                            floors.get("gcc", "12")))]
+    return []
 
 
 def build_plan(facts, config, manifest):
@@ -145,7 +190,7 @@ def build_plan(facts, config, manifest):
         raise PlanError("torch_source must be one of %s, got %r" % (", ".join(TORCH_SOURCES), source))
 
     releases = manifest["sparkforge_torch_releases"]
-    torch_version = select_torch_version(config.get("torch_version"), releases, klass)
+    torch_version = select_torch_version(config.get("torch_version"), releases, klass, config.get("python_version"))
     release = releases[torch_version]
     capabilities = facts["compute_capabilities"]
     data = {
@@ -184,7 +229,11 @@ def build_plan(facts, config, manifest):
         step("pytorch", "build", "PyTorch %s wheel, TORCH_CUDA_ARCH_LIST=%s" % (torch_version, arch_list), arch_why)
     else:
         step("triton", "install", "Triton %s from the %s" % (triton_version, source), "paired with PyTorch %s" % torch_version)
-        step("pytorch", "install", "PyTorch %s from the %s" % (torch_version, source), "torch_source=%s" % source)
+        step("pytorch", "install", "PyTorch %s from the %s%s" % (
+            torch_version, source, " %s" % config["index_url"] if source == "index" and config.get("index_url") else ""),
+            "torch_source=%s; %s" % (source, wheel_carries(
+                release, facts["cpu"]["arch"],
+                ((manifest.get("sparkforge_torch_wheel_archs") or {}).get(torch_version) or {}).get(facts["cpu"]["arch"]))))
     step("torch_domains", "build" if build_torch else "install",
          "torchvision %s, torchaudio %s" % (release.get("torchvision"), release.get("torchaudio")),
          "the versions paired with PyTorch %s" % torch_version)
@@ -195,13 +244,36 @@ def build_plan(facts, config, manifest):
     return {
         "platform_class": klass,
         "compute_capabilities": capabilities,
-        "torch": {"version": torch_version, "source": source, "cuda_arch_list": arch_list, "why": arch_why},
+        "torch": {"version": torch_version, "source": source, "cuda_arch_list": arch_list, "why": arch_why,
+                  "index_url": config.get("index_url") if source == "index" else None,
+                  "wheel": (release.get("wheels") or {}).get(facts["cpu"]["arch"]),
+                  "wheel_archs": ((manifest.get("sparkforge_torch_wheel_archs") or {}).get(torch_version)
+                                  or {}).get(facts["cpu"]["arch"]),
+                  "cxx_standard": release.get("cxx_standard")},
         "triton": {"version": triton_version, "llvm_commit": triton_release.get("llvm_commit")},
         "torchvision": release.get("torchvision"),
         "torchaudio": release.get("torchaudio"),
         "source_build": build_torch,
         "steps": steps,
     }
+
+
+def wheel_carries(release, arch, audited=None):
+    """What the release's wheels on the package index carry on this CPU (``wheels`` data, and the
+    audited arch list ``audited`` = sparkforge_torch_wheel_archs[version][arch] when there is one)."""
+    facts = (release.get("wheels") or {}).get(arch)
+    if not facts:
+        return "the package index's %s wheels of this release are not recorded" % arch
+    cuda = facts.get("cuda") or {}
+    if not cuda:
+        return "the package index's %s wheels of this release are CPU-only (no CUDA libraries)" % arch
+    keys = [k for k in sorted(cuda) if re.match(r"^nvidia-(cudnn|cusparselt|nccl)", k)] or sorted(cuda)
+    text = "the package index's %s wheels pin %s" % (arch, ", ".join("%s%s" % (k, cuda[k]) for k in keys))
+    if audited:
+        text += "; audited CUDA code: SASS %s, PTX %s" % (audited.get("sass") or "none", audited.get("ptx") or "none")
+    else:
+        text += "; their arch list was not audited"
+    return text
 
 
 def render_plan(plan, host_problems):

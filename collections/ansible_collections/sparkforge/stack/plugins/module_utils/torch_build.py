@@ -230,15 +230,30 @@ def plan_arch_list(requested, version, release, platform_class, capabilities, da
     return {"arch_list": format_arch_list(entries), "why": why, "fixes_needed": need}
 
 
-def default_version(releases, platform_class=None):
+def python_allowed(entry, python_version):
+    """Whether the release's wheels (``wheels`` data: Requires-Python per platform) accept this
+    Python ('3.10'); True when the data records nothing or no Python is given."""
+    if not python_version:
+        return True
+    floors = []
+    for facts in (entry.get("wheels") or {}).values():
+        match = re.match(r"^>=\s*(\d+(?:\.\d+)*)$", (facts or {}).get("requires_python") or "")
+        if match:
+            floors.append(match.group(1))
+    return all(version_tuple(python_version) >= version_tuple(floor) for floor in floors)
+
+
+def default_version(releases, platform_class=None, python_version=None):
     """What ``latest`` means: the newest release whose ``good_for`` names the platform class
-    (any release when ``platform_class`` is None) and whose pairings are all confirmed.
+    (any release when ``platform_class`` is None), whose pairings are all confirmed and whose
+    wheels accept the host's Python (torch 2.15 requires 3.11: a 22.04 host with 3.10 gets 2.14.1).
 
     An entry with ``unconfirmed`` fields is used only when pinned: ``latest`` must not
     send a whole fleet to a pairing nobody has checked.
     """
     candidates = [v for v, entry in releases.items()
-                  if platform_class is None or platform_class in (entry.get("good_for") or [])]
+                  if (platform_class is None or platform_class in (entry.get("good_for") or []))
+                  and python_allowed(entry, python_version)]
     if not candidates:
         raise BuildError(
             "no release in the version data is marked good for platform class %r; set version explicitly"

@@ -42,7 +42,9 @@ options:
     description:
       - What the user asked for, keys C(components) (list), C(torch_version) (C(latest) or a version of the
         manifest), C(torch_source) (C(source), C(index), C(wheelhouse) or C(existing)), C(cuda_arch_list)
-        (empty for the default from the host's GPUs) and C(ml_profile).
+        (empty for the default from the host's GPUs), C(ml_profile), and C(index_url) (the index the
+        C(index) source installs from, shown in the plan). C(latest) skips releases whose wheels need a newer
+        Python than the host's (C(python_version) of O(host), or of this dict).
     type: dict
     required: true
   manifest:
@@ -50,7 +52,8 @@ options:
       - The version manifest (the C(sparkforge.stack.manifest) role's variables), at least
         C(sparkforge_torch_releases), C(sparkforge_triton_releases) and C(sparkforge_torch_arch_min_version),
         and for the default arch list C(sparkforge_torch_arch_defaults), C(sparkforge_torch_traps) and
-        C(sparkforge_torch_fixes).
+        C(sparkforge_torch_fixes); C(sparkforge_cxx_min_compilers) for the compiler check of a source build;
+        C(sparkforge_torch_wheel_archs) for what an installed wheel carries.
     type: dict
     required: true
 attributes:
@@ -131,7 +134,9 @@ can_build:
   returned: always
   type: bool
 build_problems:
-  description: Why the host cannot build from source (RAM or disk under the source-build thresholds).
+  description:
+    - Why the host cannot build from source (RAM or disk under the source-build thresholds, or a C++
+      compiler older than the release's C(cxx_standard) needs, per C(sparkforge_cxx_min_compilers)).
   returned: always
   type: list
   elements: dict
@@ -142,6 +147,8 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.sparkforge.stack.plugins.module_utils.preflight import (
     PlanError,
     build_plan,
+    compiler_problems,
+    parse_compiler_version,
     problems,
     render_plan,
 )
@@ -172,8 +179,10 @@ def main():
     checks = dict(params["checks"])
     plan = None
     plan_error = None
+    settings = dict(params["settings"])
+    settings.setdefault("python_version", params["host"].get("python_version"))
     try:
-        plan = build_plan(params["facts"], params["settings"], params["manifest"])
+        plan = build_plan(params["facts"], settings, params["manifest"])
     except PlanError as exc:
         plan_error = str(exc)
     # The host is judged as an installer of wheels; whether it can also build them (the source-build
@@ -183,6 +192,16 @@ def main():
     found = problems(params["facts"], params["host"], checks)
     build_problems = [p for p in problems(params["facts"], params["host"], dict(checks, source_build=True))
                       if p["check"] in ("ram", "disk")]
+    if plan and plan["source_build"]:
+        # The compiler the build will use: PyTorch's CMake takes `c++` from the clean build env.
+        compiler = None
+        cxx = module.get_bin_path("c++")
+        if cxx:
+            rc, out, err = module.run_command([cxx, "--version"])
+            compiler = parse_compiler_version(out if rc == 0 else "") or ("unknown", "0")
+        release = params["manifest"]["sparkforge_torch_releases"][plan["torch"]["version"]]
+        build_problems += compiler_problems(plan["torch"]["version"], release,
+                                            params["manifest"].get("sparkforge_cxx_min_compilers"), compiler)
     if plan_error:
         found.append({"check": "plan", "message": plan_error})
     text = render_plan(plan, found) if plan else ["no plan: %s" % plan_error] + [

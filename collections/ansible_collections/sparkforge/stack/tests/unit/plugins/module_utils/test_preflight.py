@@ -162,3 +162,58 @@ def test_render_plan_lists_problems():
     lines = pf.render_plan(plan, [{"check": "os", "message": "Debian is not supported"}])
     assert lines[0].startswith("platform dgx_spark (12.1)")
     assert lines[-1] == "  - [os] Debian is not supported"
+
+
+# ------------------------------------------------------------ compiler guard (source builds)
+
+@pytest.mark.parametrize("text, expected", [
+    ("g++ (Ubuntu 13.2.0-23ubuntu4) 13.2.0\nCopyright (C) 2023 Free Software Foundation, Inc.\n", ("gcc", "13.2.0")),
+    ("c++ (Debian 12.2.0-14+deb12u1) 12.2.0\nCopyright (C) 2022 Free Software Foundation, Inc.\n", ("gcc", "12.2.0")),
+    ("Ubuntu clang version 18.1.3 (1ubuntu1)\nTarget: aarch64-unknown-linux-gnu\n", ("clang", "18.1.3")),
+    ("something else 1.0\n", None),
+    ("", None),
+])
+def test_parse_compiler_version(text, expected):
+    assert pf.parse_compiler_version(text) == expected
+
+
+def test_compiler_guard_refuses_an_old_gcc_for_a_cxx20_release_with_what_to_install():
+    floors = {"17": {"gcc": "9", "clang": "9"}, "20": {"gcc": "10", "clang": "10"}}
+    found = pf.compiler_problems("2.14.0", {"cxx_standard": 20}, floors, ("gcc", "9.4.0"))
+    assert [p["check"] for p in found] == ["compiler"]
+    assert "C++20" in found[0]["message"] and "GCC 9.4.0" in found[0]["message"]
+    assert "apt install g++" in found[0]["message"]
+    assert pf.compiler_problems("2.13.0", {"cxx_standard": 17}, floors, ("gcc", "9.4.0")) == []
+    assert pf.compiler_problems("2.14.0", {"cxx_standard": 20}, floors, ("clang", "18.1.3")) == []
+    assert "no C++ compiler" in pf.compiler_problems("2.14.0", {"cxx_standard": 20}, floors, None)[0]["message"]
+    # Data without a standard: no opinion.
+    assert pf.compiler_problems("2.14.0", {}, floors, ("gcc", "4.8.5")) == []
+
+
+def test_index_plan_names_the_index_and_what_its_wheel_carries():
+    plan = pf.build_plan(spark_facts(), {"torch_source": "index", "torch_version": "2.14.1",
+                                         "index_url": "https://pypi.org/simple/"}, manifest())
+    step = [s for s in plan["steps"] if s["component"] == "pytorch"][0]
+    assert "https://pypi.org/simple/" in step["detail"]
+    assert "nvidia-cudnn-cu13==9.24.0.43" in step["why"]
+    assert plan["torch"]["wheel"]["cuda"]["nvidia-cusparselt-cu13"] == "==0.8.1"
+    assert plan["torch"]["index_url"] == "https://pypi.org/simple/"
+    # torch 2.10.0's aarch64 wheels on the index are CPU-only: the plan says so.
+    plan = pf.build_plan(spark_facts(), {"torch_source": "index", "torch_version": "2.10.0"}, manifest())
+    assert "CPU-only" in [s for s in plan["steps"] if s["component"] == "pytorch"][0]["why"]
+
+
+def test_pinned_release_needing_a_newer_python_is_refused_and_latest_skips_it():
+    with pytest.raises(pf.PlanError) as err:
+        pf.build_plan(spark_facts(), {"torch_version": "2.15.0", "python_version": "3.10.12"}, manifest())
+    assert "requires Python >=3.11" in str(err.value) and "3.10.12" in str(err.value)
+    plan = pf.build_plan(spark_facts(), {"torch_version": "latest", "python_version": "3.10.12"}, manifest())
+    assert plan["torch"]["version"] == "2.14.1"
+
+
+def test_index_plan_shows_the_audited_arch_list_of_the_real_wheel():
+    """torch 2.15.0's aarch64 wheel was audited (docs/results/arch-audit-torch-2.15.0-aarch64.json)."""
+    plan = pf.build_plan(spark_facts(), {"torch_source": "index", "torch_version": "2.15.0"}, manifest())
+    why = [s for s in plan["steps"] if s["component"] == "pytorch"][0]["why"]
+    assert "audited CUDA code: SASS 8.0;9.0;10.0;11.0;12.0, PTX none" in why
+    assert plan["torch"]["wheel_archs"]["sass"] == "8.0;9.0;10.0;11.0;12.0"

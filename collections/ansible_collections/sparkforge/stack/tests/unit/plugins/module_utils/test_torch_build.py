@@ -161,19 +161,28 @@ def test_default_arch_list(version, klass, caps, expected):
 
 
 def test_default_version_is_newest_good_for_class():
-    releases = dict(RELEASES, **{"2.14.0": dict(RELEASES["2.14.0"], good_for=["gh200"])})
-    assert tb.default_version(releases, "gh200") == "2.14.0"
-    assert tb.default_version(releases, "dgx_spark") == "2.13.0"
-    assert tb.default_version(releases, None) == "2.14.0"
+    """Patch releases count: 2.14.1 is newer than 2.14.0."""
+    releases = dict(RELEASES, **{"2.15.0": dict(RELEASES["2.15.0"], good_for=["gh200"])})
+    assert tb.default_version(releases, "gh200") == "2.15.0"
+    assert tb.default_version(releases, "dgx_spark") == "2.14.1"
+    assert tb.default_version(releases, None) == "2.15.0"
     with pytest.raises(BuildError):
         tb.default_version(RELEASES, "unknown_class")
+
+
+def test_default_version_respects_the_wheels_python_floor():
+    """torch 2.15.0's wheels require Python >= 3.11 (the data's `wheels`): a 3.10 host gets 2.14.1."""
+    assert RELEASES["2.15.0"]["wheels"]["aarch64"]["requires_python"] == ">=3.11"
+    assert tb.default_version(RELEASES, "dgx_spark", "3.10") == "2.14.1"
+    assert tb.default_version(RELEASES, "dgx_spark", "3.12") == "2.15.0"
+    assert tb.python_allowed({}, "3.8")  # nothing recorded: no opinion
 
 
 def test_default_version_skips_unconfirmed_pairings():
     """`latest` never lands on an entry whose pairings nobody checked; pinning it still works."""
     draft = dict(RELEASES["2.14.0"], triton="3.9.0", unconfirmed=["triton"])
     releases = dict(RELEASES, **{"2.99.0": draft})
-    assert tb.default_version(releases, "gh200") == "2.14.0"
+    assert tb.default_version(releases, "gh200") == "2.15.0"
     only_draft = {"2.99.0": draft}
     with pytest.raises(BuildError) as err:
         tb.default_version(only_draft, "gh200")
