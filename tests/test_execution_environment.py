@@ -68,9 +68,12 @@ def test_galaxy_stage_installs_the_collection_and_introspection_finds_its_needs(
     install = [line for line in containerfile_lines(context) if "ansible-galaxy collection install" in line]
     assert len(install) == 1 and "-r requirements.yml" in install[0], install
     dest = tmp_path / "collections"
+    # As in the image's build stage: no ansible.cfg of this repository, whose collections_path already
+    # holds sparkforge.stack (ansible-galaxy would report it installed and install nothing).
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("ANSIBLE_")}
     proc = subprocess.run([os.path.join(BIN, "ansible-galaxy"), "collection", "install", "-r", "requirements.yml",
                            "--collections-path", str(dest)],
-                          cwd=build, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          cwd=build, env=clean, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                           universal_newlines=True, timeout=300, check=False)
     assert proc.returncode == 0, proc.stdout
     installed = dest / "ansible_collections" / "sparkforge" / "stack"
