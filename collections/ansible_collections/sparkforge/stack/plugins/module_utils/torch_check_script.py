@@ -83,7 +83,9 @@ OUT["warnings"] = [str(w.message) for w in caught]
 cap = torch.cuda.get_device_capability(0)
 OUT["device"] = {"name": props.name, "capability": "%d.%d" % cap, "sm_count": props.multi_processor_count,
                  "memory_bytes": props.total_memory, "integrated": bool(getattr(props, "is_integrated", False)),
-                 "l2_bytes": getattr(props, "L2_cache_size", None), "count": torch.cuda.device_count()}
+                 "l2_bytes": getattr(props, "L2_cache_size", None), "count": torch.cuda.device_count(),
+                 "uuid": ("GPU-%s" % props.uuid) if getattr(props, "uuid", None) else None,
+                 "index": CFG.get("gpu_index", 0)}
 OUT["arch_list"] = torch.cuda.get_arch_list()
 OUT["runtime"] = {"env": dict((k, os.environ.get(k)) for k in (
     "CUDA_MODULE_LOADING", "PYTORCH_CUDA_ALLOC_CONF", "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE", "TRITON_PTXAS_PATH",

@@ -18,6 +18,7 @@ import subprocess
 import tempfile
 import time
 
+from ansible_collections.sparkforge.stack.plugins.module_utils import multi_gpu
 from ansible_collections.sparkforge.stack.plugins.module_utils import fatbin, png_chart
 from ansible_collections.sparkforge.stack.plugins.module_utils.torch_check_script import SCRIPT
 
@@ -102,8 +103,11 @@ def arch_coverage(arch_list, capability):
     return {"covers": best is not None, "level": best or "unsupported", "via": via}
 
 
-def evaluate(raw, platforms=None, audit=None, host=None):
-    """The per-host report: raw results plus peaks, coverage, failures and a verdict."""
+def evaluate(raw, platforms=None, audit=None, host=None, per_gpu=None, collectives=None):
+    """The per-host report: raw results plus peaks, coverage, failures and a verdict.
+
+    ``per_gpu`` (multi_gpu.merge_per_gpu) replaces the checks' failures with ones that name the
+    GPU; ``collectives`` (multi_gpu.evaluate_collectives) adds its checks' failures."""
     report = dict(raw)
     report["host"] = host
     report["generated"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
@@ -134,13 +138,27 @@ def evaluate(raw, platforms=None, audit=None, host=None):
         failures.append("the audit finds libraries without code for %s: %s" % (
             audit.get("target"), ", ".join(l["path"] for l in audit.get("libraries", []) if l["verdict"] == "unsupported")))
     failed = [c for c in raw.get("checks", []) if c.get("status") in FAILING]
-    failures += ["%s: %s" % (c["name"], c.get("detail")) for c in failed]
-    report["failed_checks"] = [c["name"] for c in failed]
+    if per_gpu:
+        failures += per_gpu["failures"]
+        failed_names = sorted(set("GPU %s: %s" % (r["gpu"], r["check"]) for r in per_gpu["rows"]
+                                  if r["status"] in FAILING))
+        report["per_gpu"] = per_gpu
+    else:
+        failures += ["%s: %s" % (c["name"], c.get("detail")) for c in failed]
+        failed_names = [c["name"] for c in failed]
+    if collectives:
+        report["collectives"] = collectives
+        bad = [c for c in collectives.get("checks", []) if c.get("status") in FAILING]
+        failures += ["collective %s across %d GPUs: %s" % (c["name"], collectives.get("world", 0), c.get("detail"))
+                     for c in bad]
+        failed_names += [c["name"] for c in bad]
+    report["failed_checks"] = failed_names
     report["failures"] = failures
     report["passed"] = not failures
-    report["summary"] = "%d/%d checks passed" % (
-        sum(1 for c in raw.get("checks", []) if c.get("status") == "pass"),
-        sum(1 for c in raw.get("checks", []) if c.get("status") in ("pass", "fail")))
+    rows = per_gpu["rows"] if per_gpu else raw.get("checks", [])
+    report["summary"] = "%d/%d checks passed%s" % (
+        sum(1 for c in rows if c.get("status") == "pass"), sum(1 for c in rows if c.get("status") in ("pass", "fail")),
+        " on %d GPUs" % len(per_gpu["gpus"]) if per_gpu and len(per_gpu["gpus"]) > 1 else "")
     report["derived"] = derived_figures(raw.get("benchmarks", []), raw.get("checks", []))
     return report
 
@@ -225,6 +243,8 @@ def render_markdown(report):
     if report.get("benchmark_errors"):
         lines += ["", "Benchmark groups that failed (not checks; they do not fail the host):", ""]
         lines += ["- %s" % err for err in report["benchmark_errors"]]
+    lines += multi_gpu.render_markdown(report.get("per_gpu") if len((report.get("per_gpu") or {}).get("gpus", [])) > 1
+                                       else None, report.get("collectives"))
     if report.get("failures"):
         lines += ["", "## Failures", ""] + ["- %s" % f for f in report["failures"]]
     return "\n".join(lines) + "\n"
@@ -287,20 +307,63 @@ def write_reports(report, directory, basename="verify"):
             handle.write(text)
         os.rename(tmp, paths[key])
     renderer = render_png(report, paths["png"])
+    if (report.get("collectives") or {}).get("bandwidth"):
+        paths["collectives_png"] = os.path.join(directory, basename + "-collectives.png")
+        render_collectives_png(report, paths["collectives_png"])
     return paths, renderer
+
+
+def render_collectives_png(report, path):
+    """Bus bandwidth against message size, one line per collective (bars without matplotlib)."""
+    coll = report["collectives"]
+    rows = [r for r in coll["bandwidth"] if not r.get("error")]
+    title = "%s: NCCL bus bandwidth, %d GPUs" % (report.get("host") or "", coll["world"])
+    try:
+        import matplotlib  # pylint: disable=import-error
+
+        matplotlib.use("Agg")
+        from matplotlib import pyplot  # pylint: disable=import-error
+    except ImportError:
+        png_chart.bar_chart(path, title + " (GB/s)", [("%s %s" % (r["op"], multi_gpu.size_label(r["bytes"])),
+                                                       r["busbw_gbs"], i % 3) for i, r in enumerate(rows)], unit=" GB/s")
+        return "builtin"
+    fig, axis = pyplot.subplots(figsize=(8, 4.5))
+    for op in ("all_reduce", "all_gather", "reduce_scatter"):
+        points = [(r["bytes"], r["busbw_gbs"]) for r in rows if r["op"] == op]
+        if points:
+            axis.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=op)
+    peak = coll.get("link_peak")
+    if peak:
+        axis.axhline(peak["gbs"], linestyle="--", color="grey", label="link peak %.0f GB/s" % peak["gbs"])
+    axis.set_xscale("log", base=2)
+    sizes = sorted(set(r["bytes"] for r in rows))
+    axis.set_xticks(sizes)
+    axis.set_xticklabels([multi_gpu.size_label(s) for s in sizes], rotation=30, fontsize=8)
+    axis.set_ylabel("bus bandwidth GB/s")
+    axis.set_title(title)
+    axis.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    pyplot.close(fig)
+    return "matplotlib"
 
 
 def fleet_table(reports):
     """A Markdown summary over several hosts' reports (dicts as written by write_reports)."""
-    lines = ["| host | device | cc | torch | result | failed | bf16 TFLOP/s | fp8 TFLOP/s | copy GB/s | fastest SDPA |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| host | device | cc | torch | result | failed | bf16 TFLOP/s | fp8 TFLOP/s | copy GB/s | fastest SDPA "
+             "| GPUs | all_reduce 1 GiB busbw |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for rep in sorted(reports, key=lambda r: r.get("host") or ""):
         dev = rep.get("device") or {}
         gemm = dict((b["name"].split()[0], b) for b in rep.get("benchmarks", []) if b["group"] == "gemm")
         copy = [b for b in rep.get("benchmarks", []) if b["group"] == "memory"]
-        lines.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+        coll = rep.get("collectives") or {}
+        big = [r for r in coll.get("bandwidth", []) if r.get("op") == "all_reduce" and r.get("busbw_gbs")]
+        lines.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
             rep.get("host"), dev.get("name", "-"), dev.get("capability", "-"), (rep.get("versions") or {}).get("torch", "-"),
             "PASS" if rep.get("passed") else "FAIL (%s)" % rep.get("summary"), ", ".join(rep.get("failed_checks") or []) or "-",
             _fmt(gemm.get("bf16", {}).get("tflops"), 1), _fmt(gemm.get("fp8", {}).get("tflops"), 1),
-            _fmt(copy[0].get("gbs"), 0) if copy else "-", (rep.get("derived") or {}).get("sdpa_fastest_correct") or "-"))
+            _fmt(copy[0].get("gbs"), 0) if copy else "-", (rep.get("derived") or {}).get("sdpa_fastest_correct") or "-",
+            len((rep.get("per_gpu") or {}).get("gpus", [])) or dev.get("count", "-"),
+            "%s GB/s" % max(big, key=lambda r: r["bytes"])["busbw_gbs"] if big else coll.get("skipped") and "n/a" or "-"))
     return "\n".join(lines) + "\n"

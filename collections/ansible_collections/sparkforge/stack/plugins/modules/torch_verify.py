@@ -27,7 +27,17 @@ description:
   - "Benchmarks (CUDA-event medians after warm-up, about two minutes at O(bench_scale=1)): GEMM per precision,
     batched GEMM, conv2d, SDPA per backend, LayerNorm/softmax, device copy bandwidth and a small transformer
     encoder, each also as a percentage of the platform's peak from O(platforms)."
-  - Writes the report as JSON, Markdown and a PNG bar chart under O(report_dir) when given.
+  - "Every GPU: the functional checks run on every visible GPU (O(gpus) selects a subset), each GPU in a
+    process that sees only it (C(CUDA_VISIBLE_DEVICES)); the first GPU runs them with the benchmarks, the
+    others in parallel afterwards. RV(per_gpu) has one row per GPU per check with the GPU's index, UUID and
+    name; one failing GPU fails the host and the failure names it."
+  - "Collectives, on two or more GPUs: NCCL all_reduce, all_gather and reduce_scatter across the selected
+    GPUs (one process each), each checked for the exact expected values, then timed from 8 MiB to 1 GiB;
+    bus bandwidth with nccl-tests' formulas (all_reduce algbw x 2(n-1)/n, all_gather and reduce_scatter
+    algbw x (n-1)/n) and as a percentage of the link peak: NVLink links x per-link rate from
+    C(nvidia-smi nvlink -s), else the PCIe link. On one GPU they are skipped, with that reason."
+  - Writes the report as JSON, Markdown and a PNG bar chart under O(report_dir) when given, plus a PNG of
+    bus bandwidth against message size when collectives ran.
   - Without a GPU or without CUDA torch the result says so (RV(status) C(no_gpu) or C(no_torch)) and the
     module fails unless O(fail_on_failure=false).
 author:
@@ -95,6 +105,28 @@ options:
       - Set to false to collect the report first and fail later (the verify role does).
     type: bool
     default: true
+  gpus:
+    description:
+      - GPU indices (as C(nvidia-smi) numbers them) to check. Omitted means every visible GPU.
+    type: list
+    elements: int
+  collectives:
+    description: Run the NCCL collectives across the selected GPUs when there are two or more.
+    type: bool
+    default: true
+  collective_sizes:
+    description: Message sizes in bytes for the collective bandwidth. Omitted means 8 MiB to 1 GiB in powers of two.
+    type: list
+    elements: int
+  collective_iters:
+    description: Timed iterations per collective and size (after 5 warm-up ones).
+    type: int
+    default: 20
+  inject_failure:
+    description:
+      - For tests only. Marks check C(check) of GPU C(gpu) failed after it ran, to prove that one bad GPU
+        fails the host and that the failure names it. Never set it in production.
+    type: dict
 attributes:
   check_mode:
     description: Reads versions and the device only; runs no checks or benchmarks and writes no report.
@@ -193,12 +225,24 @@ script_stderr_tail:
   description: The last 2000 characters the check script wrote to stderr (warnings, compile logs).
   returned: always
   type: str
+per_gpu:
+  description:
+    - C(gpus) (index, uuid, name, capability, status), C(rows) (one per GPU per check) and C(failures)
+      (each naming its GPU).
+  returned: when checks ran on a GPU
+  type: dict
+collectives:
+  description:
+    - C(world), C(checks) (exactness per collective), C(bandwidth) (op, bytes, ms, algbw_gbs, busbw_gbs,
+      pct_of_link_peak) and C(link_peak); or C(skipped) with the reason.
+  returned: when checks ran on a GPU
+  type: dict
 """
 
 import platform as pyplatform
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.sparkforge.stack.plugins.module_utils import fatbin
+from ansible_collections.sparkforge.stack.plugins.module_utils import fatbin, multi_gpu
 from ansible_collections.sparkforge.stack.plugins.module_utils.torch_checks import (
     CHECK_GROUPS,
     VerifyError,
@@ -206,6 +250,35 @@ from ansible_collections.sparkforge.stack.plugins.module_utils.torch_checks impo
     run_script,
     write_reports,
 )
+
+
+def _gpu_count(module):
+    """Visible GPUs by nvidia-smi (0 when it is missing or lists none: the check script says why)."""
+    smi = module.get_bin_path("nvidia-smi")
+    if not smi:
+        return 0
+    rc, out, _err = module.run_command([smi, "--query-gpu=index", "--format=csv,noheader"])
+    return len([line for line in out.splitlines() if line.strip().isdigit()]) if rc == 0 else 0
+
+
+def _collectives(module, params, indices, env):
+    """NCCL collectives across the selected GPUs, against the link peak nvidia-smi reports."""
+    if not params["collectives"]:
+        return {"skipped": "collectives disabled (collectives: false)"}
+    if len(indices) < 2:
+        return {"skipped": "one GPU: there is nothing to run a collective between"}
+    smi = module.get_bin_path("nvidia-smi")
+    nvlink = pcie = {}
+    if smi:
+        rc, out, _err = module.run_command([smi, "nvlink", "-s"])
+        nvlink = multi_gpu.parse_nvlink_status(out) if rc == 0 else {}
+        rc, out, _err = module.run_command([smi, "--query-gpu=index,pcie.link.gen.current,pcie.link.width.current",
+                                            "--format=csv,noheader,nounits"])
+        pcie = multi_gpu.parse_pcie(out) if rc == 0 else {}
+    peak = multi_gpu.link_peak(indices, nvlink, pcie)
+    raw = multi_gpu.run_collectives(params["python"], indices, params["timeout"], env=env,
+                                    sizes=params["collective_sizes"], iters=params["collective_iters"])
+    return multi_gpu.evaluate_collectives(raw, len(indices), peak)
 
 
 def main():
@@ -225,6 +298,11 @@ def main():
             env=dict(type="dict", default={}),
             timeout=dict(type="int", default=900),
             fail_on_failure=dict(type="bool", default=True),
+            gpus=dict(type="list", elements="int"),
+            collectives=dict(type="bool", default=True),
+            collective_sizes=dict(type="list", elements="int"),
+            collective_iters=dict(type="int", default=20),
+            inject_failure=dict(type="dict"),
         ),
         supports_check_mode=True,
     )
@@ -238,9 +316,30 @@ def main():
                   "extended_benchmarks": params["extended_benchmarks"],
                   "bench_scale": params["bench_scale"], "gemm_size": params["gemm_size"]}
     env = dict((str(k), str(v)) for k, v in params["env"].items())
+    if params["inject_failure"] and "gpu" not in params["inject_failure"]:
+        module.fail_json(msg="inject_failure needs a 'gpu' index (and optionally 'check'); it is for tests only")
+    count = _gpu_count(module)
     try:
-        raw, _stdout, stderr = run_script(params["python"], config, params["timeout"], env=env)
-    except VerifyError as exc:
+        indices = multi_gpu.select_gpus(params["gpus"], count) if count else []
+    except multi_gpu.MultiGpuError as exc:
+        module.fail_json(msg=str(exc))
+    if indices and params["gpus"]:
+        # The first selected GPU becomes cuda:0 of the main run (checks and benchmarks).
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in indices)
+    try:
+        raw, _stdout, stderr = run_script(params["python"], dict(config, gpu_index=indices[0] if indices else 0),
+                                          params["timeout"], env=env)
+        raw["gpu_index"] = indices[0] if indices else 0
+        per_gpu = collectives = None
+        if raw.get("status") == "ok" and not module.check_mode and indices:
+            # The other GPUs' functional checks run in parallel, after the benchmarks of the first
+            # (benchmark timings are not shared with other work on the host).
+            raws = [raw] + multi_gpu.run_per_gpu(run_script, params["python"], config, params["timeout"], env,
+                                                 indices[1:])
+            multi_gpu.inject_failure(raws, params["inject_failure"])
+            per_gpu = multi_gpu.merge_per_gpu(raws)
+            collectives = _collectives(module, params, indices, env)
+    except (VerifyError, multi_gpu.MultiGpuError) as exc:
         module.fail_json(msg=str(exc))
 
     audit = None
@@ -253,7 +352,8 @@ def main():
         except (fatbin.FatbinError, OSError) as exc:
             audit = {"verdict": None, "error": str(exc), "libraries": [], "target": raw["device"]["capability"]}
 
-    report = evaluate(raw, params["platforms"], audit=audit, host=params["host_label"] or pyplatform.node())
+    report = evaluate(raw, params["platforms"], audit=audit, host=params["host_label"] or pyplatform.node(),
+                      per_gpu=per_gpu, collectives=collectives)
     if module.check_mode:
         report["failures"] = [f for f in report["failures"] if raw.get("status") != "ok"]
         report["summary"] = "check mode: versions and device only"
@@ -282,6 +382,8 @@ def main():
         report_files=report_files,
         png_renderer=renderer,
         script_stderr_tail=stderr[-2000:] if stderr else "",
+        per_gpu=per_gpu,
+        collectives=collectives,
     )
     if not module.check_mode and params["fail_on_failure"] and not report["passed"]:
         module.fail_json(msg="verification failed on %s: %s" % (report["host"], "; ".join(report["failures"])), **result)
