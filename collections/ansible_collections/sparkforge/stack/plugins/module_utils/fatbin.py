@@ -553,6 +553,39 @@ def iter_directory(path):
                 yield full
 
 
+_MAGICS = (
+    (b"PK\x03\x04", "a zip archive not named .whl or .zip"),
+    (b"\x1f\x8b", "gzip-compressed data"),
+    (b"\x28\xb5\x2f\xfd", "zstd-compressed data"),
+    (b"\xfd7zXZ\x00", "xz-compressed data"),
+    (b"\x89PNG", "a PNG image"),
+    (b"%PDF", "a PDF document"),
+    (b"!<arch>", "an ar archive (a static library or a .deb)"),
+    (b"\x50\xed\x55\xba", "a bare CUDA fat binary (not inside an ELF)"),
+)
+
+
+def describe_file(path):
+    """'ELF', or what the file is instead, in words (for an error that says what was given)."""
+    with open(path, "rb") as handle:
+        head = handle.read(512)
+    if head.startswith(_ELF_MAGIC):
+        return "ELF"
+    if not head:
+        return "an empty file"
+    for magic, what in _MAGICS:
+        if head.startswith(magic):
+            return what
+    if len(head) > 262 and head[257:262] == b"ustar":
+        return "a tar archive"
+    try:
+        text = head.decode("utf-8")
+    except UnicodeDecodeError:
+        return "binary data starting %s" % head[:8].hex()
+    first = text.strip().splitlines()[0][:60] if text.strip() else ""
+    return "a text file starting %r" % first
+
+
 def audit(path, target=None, kernels=True, decompressor=None):
     """Audit a wheel, a directory tree or one ELF file.
 
@@ -569,6 +602,10 @@ def audit(path, target=None, kernels=True, decompressor=None):
         kind = "wheel"
         items = ((tmp, tmp, member) for member, tmp in iter_wheel(path))
     elif os.path.isfile(path):
+        what = describe_file(path)
+        if what != "ELF":
+            raise FatbinError("%s is neither an ELF file nor a wheel/zip: it is %s (give a wheel, a shared library "
+                              "or a directory)" % (path, what))
         kind = "file"
         items = iter([(path, path, path)])
     else:

@@ -16,6 +16,8 @@ __metaclass__ = type
 import re
 
 from ansible_collections.sparkforge.stack.plugins.module_utils.build_common import BuildError
+from ansible_collections.sparkforge.stack.plugins.module_utils.ml_packages import MatrixError
+from ansible_collections.sparkforge.stack.plugins.module_utils.ml_packages import resolve as ml_resolve
 from ansible_collections.sparkforge.stack.plugins.module_utils.platforms import version_tuple
 from ansible_collections.sparkforge.stack.plugins.module_utils.torch_build import (
     default_version,
@@ -173,6 +175,35 @@ def compiler_problems(torch_version, release, min_compilers, compiler):
     return []
 
 
+DEV_LIBRARIES = ("auto", "always", "never")
+TORCH_SOURCE_WORDS = {"index": "a package index", "wheelhouse": "a wheelhouse", "existing": "the existing venv"}
+
+
+def compile_needs(config, enabled, manifest, facts, klass):
+    """What compiles on this host, each as a reason (empty: nothing does, so no CUDA development
+    libraries, cuSPARSELt or LLVM are needed)."""
+    needs = []
+    if config.get("torch_source", "source") == "source":
+        built = [c for c in ("triton", "pytorch", "torch_domains") if c in enabled]
+        if built:
+            needs.append("%s built from source" % ", ".join(built))
+    matrix = manifest.get("sparkforge_ml_packages")
+    if "ml_packages" in enabled and matrix:
+        platform = {"arch": facts["cpu"]["arch"], "platform_class": klass,
+                    "cuda_major": manifest.get("sparkforge_cuda_major", 13)}
+        try:
+            items = ml_resolve(matrix, manifest.get("sparkforge_ml_profiles") or {},
+                               manifest.get("sparkforge_ml_package_pins") or {}, platform,
+                               profile=config.get("ml_profile") or "minimal")
+        except MatrixError as exc:
+            raise PlanError("ML package matrix: %s" % exc)
+        source_built = [i["name"] for i in items if i["method"] == "source"]
+        if source_built:
+            needs.append("ML package(s) %s built from source on %s (profile %s)"
+                         % (", ".join(source_built), facts["cpu"]["arch"], config.get("ml_profile")))
+    return needs
+
+
 def build_plan(facts, config, manifest):
     """What each component will do on this host and why.
 
@@ -217,10 +248,28 @@ def build_plan(facts, config, manifest):
             steps.append({"component": component, "action": action, "detail": detail, "why": why})
 
     build_torch = source == "source"
-    step("cuda_libs", "install", "cuBLAS, cuDNN, NCCL, cuFile for CUDA %s from NVIDIA's apt repo"
-         % manifest.get("sparkforge_cuda_major", 13), "PyTorch links against them")
-    step("cusparselt", "install", "cuSPARSELt (local-repo package)", "2:4 sparse matmul (USE_CUSPARSELT)")
-    step("llvm", "install", "the distribution's LLVM/clang/lld", "build scripts expect clang and llvm-config")
+    needs = compile_needs(config, enabled, manifest, facts, klass)
+    dev_libraries = config.get("dev_libraries") or "auto"
+    if dev_libraries not in DEV_LIBRARIES:
+        raise PlanError("sparkforge_dev_libraries must be one of %s, got %r" % (", ".join(DEV_LIBRARIES), dev_libraries))
+    cuda_detail = "cuBLAS, cuDNN, NCCL, cuFile for CUDA %s from NVIDIA's apt repo" % manifest.get("sparkforge_cuda_major", 13)
+    if dev_libraries == "always" or (dev_libraries == "auto" and needs):
+        because = "; ".join(needs) if needs else "sparkforge_dev_libraries: always"
+        step("cuda_libs", "install", cuda_detail, "headers and libraries to compile against: %s" % because)
+        step("cusparselt", "install", "cuSPARSELt (local-repo package)", "2:4 sparse matmul (USE_CUSPARSELT): %s" % because)
+        step("llvm", "install", "the distribution's LLVM/clang/lld", "build scripts expect clang and llvm-config: %s"
+             % because)
+    else:
+        if dev_libraries == "never":
+            because = "sparkforge_dev_libraries: never"
+        else:
+            because = ("nothing on this host compiles (torch from %s%s): torch runs with the CUDA libraries of its "
+                       "own pip wheels. sparkforge_dev_libraries: always installs them anyway"
+                       % (TORCH_SOURCE_WORDS.get(source, source),
+                          ", no ML package of the profile built from source" if "ml_packages" in enabled else ""))
+        step("cuda_libs", "skip", cuda_detail, because)
+        step("cusparselt", "skip", "cuSPARSELt (local-repo package)", because)
+        step("llvm", "skip", "the distribution's LLVM/clang/lld", because)
     if build_torch:
         llvm = triton_release.get("llvm_commit")
         step("triton", "build", "Triton %s against LLVM %s built from source" % (
@@ -242,6 +291,8 @@ def build_plan(facts, config, manifest):
     step("runtime_env", "configure", "CUDA_MODULE_LOADING=LAZY, allocator, TF32, Triton ptxas", "runtime tuning")
     step("verify", "check", "numerical checks and benchmarks on the GPU", "prove the result")
     return {
+        "actions": dict((item["component"], item["action"]) for item in steps),
+        "compiles": needs,
         "platform_class": klass,
         "compute_capabilities": capabilities,
         "torch": {"version": torch_version, "source": source, "cuda_arch_list": arch_list, "why": arch_why,

@@ -217,3 +217,60 @@ def test_index_plan_shows_the_audited_arch_list_of_the_real_wheel():
     why = [s for s in plan["steps"] if s["component"] == "pytorch"][0]["why"]
     assert "audited CUDA code: SASS 8.0;9.0;10.0;11.0;12.0, PTX none" in why
     assert plan["torch"]["wheel_archs"]["sass"] == "8.0;9.0;10.0;11.0;12.0"
+
+
+# ------------------------------------------------------------ a plan that follows need
+
+def gh200_facts():
+    facts = spark_facts()
+    facts["gpus"][0].update(name="NVIDIA GH200 480GB", compute_capability="9.0", sm="sm_90", platform_class="gh200")
+    facts.update(compute_capabilities=["9.0"], sm_archs=["sm_90"], platform_class="gh200")
+    return facts
+
+
+def h100_facts():
+    facts = gh200_facts()
+    facts["gpus"][0].update(name="NVIDIA H100 80GB HBM3", platform_class="hopper")
+    facts.update(platform_class="hopper")
+    facts["cpu"] = {"arch": "x86_64", "cores": 16, "sve2": False}
+    return facts
+
+
+DEV = ("cuda_libs", "cusparselt", "llvm")
+
+
+@pytest.mark.parametrize("facts", [spark_facts, gh200_facts, h100_facts], ids=["gb10", "gh200", "h100"])
+@pytest.mark.parametrize("source", ["source", "index", "wheelhouse", "existing"])
+def test_dev_libraries_only_where_something_compiles(facts, source):
+    plan = pf.build_plan(facts(), {"torch_source": source, "ml_profile": "minimal"}, manifest())
+    actions = plan["actions"]
+    if source == "source":
+        assert [actions[c] for c in DEV] == ["install"] * 3
+        assert plan["compiles"] == ["triton, pytorch, torch_domains built from source"]
+        why = [s for s in plan["steps"] if s["component"] == "cuda_libs"][0]["why"]
+        assert "triton, pytorch, torch_domains built from source" in why
+    else:
+        assert [actions[c] for c in DEV] == ["skip"] * 3, actions
+        why = [s for s in plan["steps"] if s["component"] == "cusparselt"][0]["why"]
+        assert "nothing on this host compiles" in why and "sparkforge_dev_libraries: always" in why
+        assert actions["pytorch"] == "install"
+
+
+def test_an_ml_package_built_from_source_brings_the_dev_libraries_back():
+    """xformers is a source build on aarch64 in the inference profile (the matrix), not on x86_64."""
+    plan = pf.build_plan(gh200_facts(), {"torch_source": "index", "ml_profile": "inference"}, manifest())
+    assert plan["actions"]["cuda_libs"] == "install"
+    assert plan["compiles"] == ["ML package(s) xformers built from source on aarch64 (profile inference)"]
+    plan = pf.build_plan(h100_facts(), {"torch_source": "index", "ml_profile": "inference"}, manifest())
+    assert plan["actions"]["cuda_libs"] == "skip"
+
+
+def test_dev_libraries_can_be_forced_either_way():
+    plan = pf.build_plan(h100_facts(), {"torch_source": "existing", "dev_libraries": "always"}, manifest())
+    assert [plan["actions"][c] for c in DEV] == ["install"] * 3
+    assert "sparkforge_dev_libraries: always" in plan["steps"][0]["why"]
+    plan = pf.build_plan(spark_facts(), {"torch_source": "source", "dev_libraries": "never"}, manifest())
+    assert [plan["actions"][c] for c in DEV] == ["skip"] * 3
+    with pytest.raises(pf.PlanError) as err:
+        pf.build_plan(spark_facts(), {"dev_libraries": "sometimes"}, manifest())
+    assert "sparkforge_dev_libraries must be one of auto, always, never" in str(err.value)
