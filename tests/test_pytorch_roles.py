@@ -160,3 +160,44 @@ def test_failed_source_build_prints_its_last_status_then_fails_with_the_modules_
     last = extract_build_status(task_results(data, "Show the build status")[-1])[0]
     assert last["state"] == "failed", last
     assert not os.path.exists(tmp_path / "wheels") or not os.listdir(tmp_path / "wheels")
+
+
+def test_acceptance_after_the_source_build_records_its_result_and_fails_over_budget(tmp_path, fixture_repo):
+    """pytorch_acceptance: the fixture's own suites (test/run_test.py of the built tree) against the
+    installed fixture wheel; all pass, then a run whose suites fail stops the role (a fleet builder then
+    publishes nothing: the Build play's rescue skips the publish)."""
+    venv = tmp_path / "venv"
+    subprocess.check_call([sys.executable, "-m", "venv", str(venv)])
+    subprocess.check_call([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check",
+                           "setuptools", "wheel"])
+    role_vars = {
+        "pytorch_version": "2.12.0", "pytorch_source": "source", "pytorch_venv": str(venv),
+        "pytorch_repo": fixture_repo, "pytorch_build_dir": str(tmp_path / "build"),
+        "pytorch_wheel_dir": str(tmp_path / "wheels"), "pytorch_features": {"cuda": False},
+        "pytorch_build_deps": "check", "pytorch_jobs": 1, "pytorch_build_poll": 1, "pytorch_build_poll_max": 2,
+        "pytorch_cuda_arch_list": "9.0", "pytorch_acceptance": True, "pytorch_acceptance_packages": ["pytest"],
+        "pytorch_acceptance_suites": ["test_cuda", {"name": "test_transformers", "k": "sdpa"}],
+    }
+    tasks = [{"name": "include the role", "ansible.builtin.include_role": {"name": "sparkforge.stack.pytorch"},
+              "vars": role_vars}]
+    facts = {"ansible_facts": {"sparkforge": {"platform_class": "hopper", "compute_capabilities": ["9.0"]}}}
+    rc, data, text = run_play(tmp_path, [{"name": "GPU facts", "ansible.builtin.set_fact": facts["ansible_facts"]}]
+                              + tasks)
+    assert rc == 0, text[-3000:]
+    result = task_results(data, "Acceptance tests of the built wheel")[-1]
+    assert result["changed"] and result["verdict"]["within_budget"], result
+    # test_cuda: 5 passed + 1 skipped; test_transformers -k sdpa: 2 selected, both pass.
+    assert result["counts"]["passed"] == 7 and result["counts"]["skipped"] == 1, result["counts"]
+    manifests = [f for f in os.listdir(tmp_path / "wheels") if f.endswith(".manifest.json")]
+    with open(tmp_path / "wheels" / manifests[0]) as handle:
+        assert json.load(handle)["acceptance"]["verdict"]["within_budget"] is True
+
+    role_vars["pytorch_acceptance_env"] = {"FIXTURE_ACCEPTANCE": "test_transformers=fail"}
+    rc, data, text = run_play(tmp_path, [{"name": "GPU facts", "ansible.builtin.set_fact": facts["ansible_facts"]}]
+                              + tasks)
+    assert rc != 0, text[-3000:]
+    failed = task_results(data, "Acceptance tests of the built wheel")[-1]
+    assert failed["failed"] and "over budget" in failed["msg"], failed
+    assert "test_transformers.py::TestTransformers::test_sdpa_math_backend" in failed["msg"]
+    with open(tmp_path / "wheels" / manifests[0]) as handle:
+        assert json.load(handle)["acceptance"]["verdict"]["within_budget"] is False

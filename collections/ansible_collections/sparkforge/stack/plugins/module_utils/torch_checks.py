@@ -103,8 +103,22 @@ def arch_coverage(arch_list, capability):
     return {"covers": best is not None, "level": best or "unsupported", "via": via}
 
 
-def evaluate(raw, platforms=None, audit=None, host=None, per_gpu=None, collectives=None):
+def acceptance_summary(result):
+    """The part of a torch_acceptance result (or of a build manifest's ``acceptance``) a report keeps."""
+    if not result or not result.get("verdict"):
+        return None
+    return {"version": result.get("version"), "summary": result.get("summary"), "counts": result.get("counts"),
+            "verdict": result["verdict"], "log": result.get("log"), "policy": result.get("policy"),
+            "suites": [dict((k, s.get(k)) for k in ("name", "k", "state", "counts", "signal", "seconds",
+                                                    "failed_tests", "error_tests"))
+                       for s in result.get("suites") or []]}
+
+
+def evaluate(raw, platforms=None, audit=None, host=None, per_gpu=None, collectives=None, acceptance=None):
     """The per-host report: raw results plus peaks, coverage, failures and a verdict.
+
+    ``acceptance`` (a torch_acceptance result) records PyTorch's own tests after a source build; over
+    budget it is a failure of the host.
 
     ``per_gpu`` (multi_gpu.merge_per_gpu) replaces the checks' failures with ones that name the
     GPU; ``collectives`` (multi_gpu.evaluate_collectives) adds its checks' failures."""
@@ -152,6 +166,12 @@ def evaluate(raw, platforms=None, audit=None, host=None, per_gpu=None, collectiv
         failures += ["collective %s across %d GPUs: %s" % (c["name"], collectives.get("world", 0), c.get("detail"))
                      for c in bad]
         failed_names += [c["name"] for c in bad]
+    report["acceptance"] = acceptance_summary(acceptance)
+    if report["acceptance"] and not report["acceptance"]["verdict"]["within_budget"]:
+        v = report["acceptance"]["verdict"]
+        failures.append("PyTorch's own tests after the build: %d failures counted, budget %d"
+                        % (v["counted_failures"], v["max_failed"]))
+        failed_names.append("acceptance")
     report["failed_checks"] = failed_names
     report["failures"] = failures
     report["passed"] = not failures
@@ -245,6 +265,22 @@ def render_markdown(report):
         lines += ["- %s" % err for err in report["benchmark_errors"]]
     lines += multi_gpu.render_markdown(report.get("per_gpu") if len((report.get("per_gpu") or {}).get("gpus", [])) > 1
                                        else None, report.get("collectives"))
+    acc = report.get("acceptance")
+    if acc:
+        v = acc["verdict"]
+        lines += ["", "## PyTorch's own tests after the build (acceptance)", "",
+                  "torch %s: %s." % (acc.get("version") or "?", acc.get("summary") or ""), "",
+                  "| suite | -k | state | passed | failed | errors | skipped | seconds |", "|---|---|---|---|---|---|---|---|"]
+        for s in acc["suites"]:
+            c = s.get("counts") or {}
+            lines.append("| %s | %s | %s | %s | %s | %s | %s | %s |" % (
+                s["name"], s.get("k") or "-", s["state"] + (" (%s)" % s["signal"] if s.get("signal") else ""),
+                c.get("passed", 0), c.get("failed", 0), c.get("errors", 0), c.get("skipped", 0), s.get("seconds")))
+        if v["failures"] or v["broken_suites"]:
+            lines += ["", "Counted against the budget of %d:" % v["max_failed"], ""]
+            lines += ["- %s" % f for f in v["broken_suites"] + v["failures"]]
+        if v["excused"]:
+            lines += ["", "Excluded by the manifest (not counted):", ""] + ["- %s" % f for f in v["excused"]]
     if report.get("failures"):
         lines += ["", "## Failures", ""] + ["- %s" % f for f in report["failures"]]
     return "\n".join(lines) + "\n"

@@ -262,6 +262,10 @@ cache_key:
   description: sha256 over every build input.
   returned: always
   type: str
+src_dir:
+  description: The source tree the wheel is built from (its C(test/) is what M(sparkforge.stack.torch_acceptance) runs).
+  returned: when the version data is valid
+  type: str
 wheel:
   description: Path of the published wheel (null in check mode before a build).
   returned: always
@@ -535,7 +539,7 @@ def run(module, p):
     }
     key = tb.build_key(key_inputs)
     pairing = dict((k, release.get(k)) for k in ("triton", "torchvision", "torchaudio"))
-    result = dict(changed=False, version=version, commit=commit, arch_list=arch["arch_list"],
+    result = dict(changed=False, version=version, commit=commit, src_dir=src_dir, arch_list=arch["arch_list"],
                   arch_list_why=arch["why"], env=env, jobs=dict(jobs=jobs, why=jobs_why), cache_key=key,
                   wheel=None, duration_s=0.0, fixes=[], pairing=pairing, status_file=status_path,
                   log_file=log_path)

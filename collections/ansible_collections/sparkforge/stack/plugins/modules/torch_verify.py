@@ -127,6 +127,11 @@ options:
       - For tests only. Marks check C(check) of GPU C(gpu) failed after it ran, to prove that one bad GPU
         fails the host and that the failure names it. Never set it in production.
     type: dict
+  acceptance:
+    description:
+      - The result of M(sparkforge.stack.torch_acceptance) after a source build (PyTorch's own tests). The report
+        gets its counts, suites and verdict; over budget it is a failure of the host.
+    type: dict
 attributes:
   check_mode:
     description: Reads versions and the device only; runs no checks or benchmarks and writes no report.
@@ -237,6 +242,10 @@ collectives:
       pct_of_link_peak) and C(link_peak); or C(skipped) with the reason.
   returned: when checks ran on a GPU
   type: dict
+acceptance:
+  description: Counts, suites and verdict of PyTorch's own tests after the build, when I(acceptance) was given.
+  returned: always
+  type: dict
 """
 
 import platform as pyplatform
@@ -303,6 +312,7 @@ def main():
             collective_sizes=dict(type="list", elements="int"),
             collective_iters=dict(type="int", default=20),
             inject_failure=dict(type="dict"),
+            acceptance=dict(type="dict"),
         ),
         supports_check_mode=True,
     )
@@ -353,7 +363,7 @@ def main():
             audit = {"verdict": None, "error": str(exc), "libraries": [], "target": raw["device"]["capability"]}
 
     report = evaluate(raw, params["platforms"], audit=audit, host=params["host_label"] or pyplatform.node(),
-                      per_gpu=per_gpu, collectives=collectives)
+                      per_gpu=per_gpu, collectives=collectives, acceptance=params["acceptance"])
     if module.check_mode:
         report["failures"] = [f for f in report["failures"] if raw.get("status") != "ok"]
         report["summary"] = "check mode: versions and device only"
@@ -384,6 +394,7 @@ def main():
         script_stderr_tail=stderr[-2000:] if stderr else "",
         per_gpu=per_gpu,
         collectives=collectives,
+        acceptance=report.get("acceptance"),
     )
     if not module.check_mode and params["fail_on_failure"] and not report["passed"]:
         module.fail_json(msg="verification failed on %s: %s" % (report["host"], "; ".join(report["failures"])), **result)
