@@ -186,7 +186,7 @@ def run_suite(source_dir, python, suite, timeout, env, log_handle, clock=time.ti
                             universal_newlines=True, start_new_session=True)
     timed_out = False
     try:
-        out, _ = proc.communicate(timeout=timeout)
+        out = proc.communicate(timeout=timeout)[0]
     except subprocess.TimeoutExpired:
         timed_out = True
         # The runner and every test process it started: one process group.
@@ -194,7 +194,7 @@ def run_suite(source_dir, python, suite, timeout, env, log_handle, clock=time.ti
             os.killpg(proc.pid, signal.SIGKILL)
         except OSError:
             pass
-        out, _ = proc.communicate()
+        out = proc.communicate()[0]
     log_handle.write(out)
     log_handle.write("\n")
     log_handle.flush()

@@ -30,7 +30,7 @@ description:
   - Over budget the module fails (unless I(fail_over_budget=false)), so a fleet builder does not publish
     the wheel to the fleet's wheelhouse.
 author:
-  - sparkforge contributors
+  - sparkforge developers (@sparkforge)
 options:
   source_dir:
     description: The PyTorch source tree the wheel was built from (holds C(test/run_test.py)).
