@@ -1,0 +1,303 @@
+# -*- coding: utf-8 -*-
+# Copyright: sparkforge contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Collectives across the hosts of a group: torch.distributed with one process per host.
+
+Rendezvous is a TCPStore on the first host. Every rank first announces itself in the store; the
+first host waits for all of them up to a join timeout and, when one is missing, tells the others
+which hosts never joined, so the check ends with their names instead of hanging in
+init_process_group. Then: an all_reduce checked for the exact sum, and a ping-pong between every
+pair of hosts (send/recv, one pair at a time) for the bandwidth per pair.
+
+Plain functions; the xhost_collectives module is the Ansible glue.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import os
+import re
+import subprocess
+
+# Runs on every host with the stack's python. argv[1] is the JSON config; the last stdout line
+# is the JSON result.
+SCRIPT = r'''
+import datetime, json, os, socket, sys, time
+cfg = json.loads(sys.argv[1])
+out = {"rank": cfg["rank"], "host": cfg["hosts"][cfg["rank"]], "status": "ok", "backend": cfg["backend"]}
+def done(**kw):
+    out.update(kw)
+    print(json.dumps(out))
+    sys.stdout.flush()
+    os._exit(0)
+try:
+    import torch
+    import torch.distributed as dist
+except Exception as exc:
+    done(status="error", reason="cannot import torch: %s" % exc)
+rank, world, hosts = cfg["rank"], len(cfg["hosts"]), cfg["hosts"]
+join_timeout = float(cfg["join_timeout"])
+out["torch"] = torch.__version__
+try:
+    store = dist.TCPStore(cfg["master_addr"], int(cfg["master_port"]), None, rank == 0,
+                          datetime.timedelta(seconds=join_timeout), wait_for_workers=False)
+except Exception as exc:
+    done(status="error", reason="rendezvous on %s (%s:%s) did not answer within %d s: %s"
+         % (hosts[0], cfg["master_addr"], cfg["master_port"], join_timeout, str(exc).splitlines()[0]))
+store.set("joined/%d" % rank, socket.gethostname())
+if rank == 0:
+    deadline = time.time() + join_timeout
+    missing = list(range(world))
+    while missing and time.time() < deadline:
+        missing = [r for r in range(world) if not store.check(["joined/%d" % r])]
+        if missing:
+            time.sleep(0.2)
+    store.set("verdict", json.dumps({"missing": [hosts[r] for r in missing]}))
+try:
+    store.wait(["verdict"], datetime.timedelta(seconds=join_timeout + 30))
+    verdict = json.loads(store.get("verdict"))
+except Exception as exc:
+    done(status="error", reason="no word from the rendezvous host %s: %s" % (hosts[0], str(exc).splitlines()[0]))
+if rank != 0:
+    store.set("ack/%d" % rank, "1")
+elif verdict["missing"]:
+    # The store lives in this process: keep it up until every host that joined has read the verdict.
+    joined = [r for r in range(world) if hosts[r] not in verdict["missing"] and r != 0]
+    deadline = time.time() + 30
+    while time.time() < deadline and not all(store.check(["ack/%d" % r]) for r in joined):
+        time.sleep(0.2)
+if verdict["missing"]:
+    done(status="not_joined", missing=verdict["missing"],
+         reason="%s never joined within %d s" % (", ".join(verdict["missing"]), join_timeout))
+backend = cfg["backend"]
+device = "cuda" if backend == "nccl" else "cpu"
+if device == "cuda":
+    torch.cuda.set_device(0)
+dist.init_process_group(backend, store=store, rank=rank, world_size=world,
+                        timeout=datetime.timedelta(seconds=float(cfg["op_timeout"])))
+def sync():
+    if device == "cuda":
+        torch.cuda.synchronize()
+checks = []
+t = torch.full((1024,), float(rank + 1), device=device)
+dist.all_reduce(t)
+sync()
+expect = world * (world + 1) / 2.0
+checks.append({"name": "all_reduce", "status": "pass" if bool((t == expect).all()) else "fail",
+               "detail": "sum over %d hosts: %s, expected %s" % (world, t[0].item(), expect)})
+pairs = []
+for a in range(world):
+    for b in range(a + 1, world):
+        for size in cfg["sizes"]:
+            if rank in (a, b):
+                buf = torch.empty(size // 4, dtype=torch.float32, device=device).fill_(float(a))
+                peer = b if rank == a else a
+                def once():
+                    if rank == a:
+                        dist.send(buf, peer); dist.recv(buf, peer)
+                    else:
+                        dist.recv(buf, peer); dist.send(buf, peer)
+                once(); sync()
+                start = time.perf_counter()
+                for _ in range(int(cfg["iters"])):
+                    once()
+                sync()
+                seconds = time.perf_counter() - start
+                ok = bool((buf == float(a)).all())
+                if rank == a:
+                    # Each round trip moves the buffer once in each direction.
+                    gbs = 2.0 * size * int(cfg["iters"]) / seconds / 1e9
+                    store.set("pair/%d/%d/%d" % (a, b, size), json.dumps(
+                        {"a": hosts[a], "b": hosts[b], "bytes": size, "gbs": round(gbs, 3),
+                         "seconds": round(seconds, 4), "exact": ok}))
+        dist.barrier()
+if rank == 0:
+    for a in range(world):
+        for b in range(a + 1, world):
+            for size in cfg["sizes"]:
+                pairs.append(json.loads(store.get("pair/%d/%d/%d" % (a, b, size))))
+dist.barrier()
+dist.destroy_process_group()
+done(checks=checks, pairs=pairs, world=world, backend=backend)
+'''
+
+
+class XhostError(Exception):
+    pass
+
+
+def rank_of(host, hosts):
+    if host not in hosts:
+        raise XhostError("%s is not in the host list %s" % (host, ", ".join(hosts)))
+    return hosts.index(host)
+
+
+def run_script(python, config, timeout, env=None):
+    """Run SCRIPT for this host; (result dict, stderr tail)."""
+    child = dict(os.environ)
+    child.update(env or {})
+    try:
+        proc = subprocess.run([python, "-c", SCRIPT, json.dumps(config)], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, universal_newlines=True, timeout=timeout, env=child)
+    except subprocess.TimeoutExpired:
+        return {"status": "timeout", "reason": "the check did not end within %d s" % timeout}, ""
+    except OSError as exc:
+        return {"status": "error", "reason": "cannot run %s: %s" % (python, exc)}, ""
+    lines = [l for l in proc.stdout.splitlines() if l.startswith("{")]
+    if not lines:
+        tail = proc.stderr.strip().splitlines()[-5:]
+        return {"status": "error", "reason": "the check ended (exit %s) without a result: %s"
+                % (proc.returncode, " | ".join(tail) or "no output")}, proc.stderr[-2000:]
+    return json.loads(lines[-1]), proc.stderr[-2000:]
+
+
+def parse_rate(text):
+    """Gb/s from an InfiniBand sysfs rate ("400 Gb/sec (4X NDR)") or an ethtool "Speed: 200000Mb/s"."""
+    m = re.search(r"(\d+(?:\.\d+)?)\s*Gb/sec", text)
+    if m:
+        return float(m.group(1))
+    m = re.search(r"Speed:\s*(\d+)\s*Mb/s", text)
+    if m:
+        return int(m.group(1)) / 1000.0
+    return None
+
+
+def link_speed(ifname=None, hca=None, sysfs="/sys/class"):
+    """(Gb/s, where it was read) of the interface or HCA port the collectives use; (None, why) when unknown."""
+    if hca:
+        name, _, port = hca.partition(":")
+        path = os.path.join(sysfs, "infiniband", name, "ports", port or "1", "rate")
+        try:
+            with open(path) as handle:
+                return parse_rate(handle.read()), path
+        except (IOError, OSError) as exc:
+            return None, "%s: %s" % (path, exc)
+    if ifname:
+        path = os.path.join(sysfs, "net", ifname, "speed")
+        try:
+            with open(path) as handle:
+                mbs = int(handle.read().strip())
+        except (IOError, OSError, ValueError) as exc:
+            return None, "%s: %s" % (path, getattr(exc, "strerror", None) or exc)
+        if mbs <= 0:
+            return None, "%s reports no speed (%d)" % (path, mbs)
+        return mbs / 1000.0, path
+    return None, "no interface or HCA given"
+
+
+def judge(pairs, speeds, min_fraction, min_gbs=None):
+    """Per pair, its best bandwidth against the slower NIC of the two (Gb/s -> GB/s); a host fails
+    when every pair it is in is below the threshold (with two hosts, both).
+
+    speeds: {host: Gb/s or None}. Returns {"pairs": [...], "slowest": {...}, "failed_hosts": [...]}.
+    """
+    best = {}
+    for p in pairs:
+        key = (p["a"], p["b"])
+        if key not in best or p["gbs"] > best[key]["gbs"]:
+            best[key] = p
+    rows, hosts = [], []
+    for (a, b), p in sorted(best.items()):
+        for h in (a, b):
+            if h not in hosts:
+                hosts.append(h)
+        sa, sb = speeds.get(a), speeds.get(b)
+        link = min(s for s in (sa, sb) if s) if (sa or sb) else None
+        link_gbs = link / 8.0 if link else None
+        fraction = p["gbs"] / link_gbs if link_gbs else None
+        reasons = []
+        if min_fraction and fraction is not None and fraction < min_fraction:
+            reasons.append("%.1f%% of the %g Gb/s link, below %.0f%%" % (100 * fraction, link, 100 * min_fraction))
+        if min_gbs and p["gbs"] < min_gbs:
+            reasons.append("%.2f GB/s, below %g GB/s" % (p["gbs"], min_gbs))
+        rows.append({"a": a, "b": b, "bytes": p["bytes"], "gbs": p["gbs"], "link_gbps": link,
+                     "pct_of_link": round(100 * fraction, 1) if fraction is not None else None,
+                     "exact": p.get("exact", True), "slow": bool(reasons), "why": "; ".join(reasons) or None})
+    failed = []
+    for h in hosts:
+        mine = [r for r in rows if h in (r["a"], r["b"])]
+        if mine and all(r["slow"] or not r["exact"] for r in mine):
+            failed.append(h)
+    slowest = min(rows, key=lambda r: r["gbs"]) if rows else None
+    return {"pairs": rows, "slowest": slowest, "failed_hosts": failed}
+
+
+def render_markdown(summary):
+    lines = ["# Collectives across hosts", "",
+             "%d hosts, backend %s; threshold %s of the slower NIC's link speed." % (
+                 len(summary.get("hosts", [])), summary.get("backend"),
+                 "%.0f%%" % (100 * summary["min_fraction"]) if summary.get("min_fraction") else "none"), ""]
+    if summary.get("missing"):
+        lines += ["Never joined: %s." % ", ".join(summary["missing"]), ""]
+    lines += ["| host | link | status |", "|---|---|---|"]
+    for h in summary.get("hosts", []):
+        r = summary["per_host"].get(h, {})
+        lines.append("| %s | %s | %s |" % (h, "%g Gb/s (%s)" % (r["link_gbps"], r.get("link_source"))
+                                           if r.get("link_gbps") else (r.get("link_source") or "-"),
+                                           r.get("status")))
+    judged = summary.get("judged") or {}
+    if judged.get("pairs"):
+        lines += ["", "| pair | size | GB/s | % of link | exact | |", "|---|---|---|---|---|---|"]
+        for p in judged["pairs"]:
+            lines.append("| %s - %s | %d MiB | %.3f | %s | %s | %s |" % (
+                p["a"], p["b"], p["bytes"] // 2 ** 20, p["gbs"],
+                p["pct_of_link"] if p["pct_of_link"] is not None else "-", "yes" if p["exact"] else "NO",
+                p["why"] or ""))
+        s = judged["slowest"]
+        lines += ["", "Slowest pair: %s - %s, %.3f GB/s%s." % (
+            s["a"], s["b"], s["gbs"], " (%s%% of %g Gb/s)" % (s["pct_of_link"], s["link_gbps"])
+            if s["pct_of_link"] is not None else "")]
+    if summary.get("failed_hosts"):
+        lines += ["", "Failed: %s." % ", ".join(summary["failed_hosts"])]
+    return "\n".join(lines) + "\n"
+
+
+def summarize(results, hosts, speeds, min_fraction, min_gbs=None):
+    """Combine every host's run result (keyed by host; a host with none did not run) into the
+    group's verdict: which hosts never joined or failed, the pairs judged against the links."""
+    per_host, missing, failed = {}, [], []
+    for h in hosts:
+        r = results.get(h)
+        if not r:
+            per_host[h] = {"status": "unreachable", "reason": "no result: the host did not run the check"}
+            if h not in missing:
+                missing.append(h)
+            continue
+        per_host[h] = {"status": r.get("status"), "reason": r.get("reason"), "link_gbps": speeds.get(h),
+                       "link_source": r.get("link_source")}
+        for m in r.get("missing") or []:
+            if m not in missing:
+                missing.append(m)
+    for h in missing:
+        per_host[h]["status"] = "never joined" if per_host[h]["status"] != "unreachable" else "unreachable"
+    judged = None
+    first = results.get(hosts[0]) if hosts else None
+    if first and first.get("status") == "ok":
+        judged = judge(first.get("pairs") or [], speeds, min_fraction, min_gbs)
+        bad_checks = [c for c in first.get("checks") or [] if c.get("status") != "pass"]
+        for h in judged["failed_hosts"]:
+            per_host[h]["status"] = "slow link"
+            per_host[h]["reason"] = "; ".join(sorted(set(p["why"] or "result not exact" for p in judged["pairs"]
+                                                         if h in (p["a"], p["b"]))))
+        failed += judged["failed_hosts"]
+        if bad_checks:
+            failed += [h for h in hosts if h not in failed]
+            for h in hosts:
+                per_host[h]["reason"] = "; ".join(c["detail"] for c in bad_checks)
+    for h in hosts:
+        status = per_host[h]["status"]
+        if status in ("error", "timeout") or h in missing:
+            if h not in failed:
+                failed.append(h)
+    if missing:
+        # The others could not run the check: they are not failed, but not checked either.
+        for h in hosts:
+            if h not in failed and per_host[h]["status"] in ("not_joined", "ok"):
+                per_host[h]["status"] = "not checked"
+                per_host[h]["reason"] = "waiting for %s" % ", ".join(missing)
+    return {"hosts": list(hosts), "per_host": per_host, "missing": missing, "failed_hosts": failed,
+            "judged": judged, "min_fraction": min_fraction, "min_gbs": min_gbs,
+            "backend": (first or {}).get("backend"),
+            "passed": not failed and not missing and judged is not None}

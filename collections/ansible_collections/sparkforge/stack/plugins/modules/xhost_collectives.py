@@ -1,0 +1,257 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: sparkforge contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: xhost_collectives
+short_description: Collectives across the hosts of a group with torch.distributed, and their verdict
+version_added: "0.3.0"
+description:
+  - With I(mode=run), on every host of a group at the same time (start it with C(async) and C(poll=0)):
+    one torch.distributed process per host, rendezvous in a TCPStore on the first host of I(hosts). Each
+    host announces itself; the first host waits up to I(join_timeout) seconds and, when hosts are missing,
+    tells the others their names and the check ends (no hang in C(init_process_group)). Then an all_reduce
+    checked for the exact sum, and a send/recv ping-pong between every pair of hosts, one pair at a time,
+    for the bandwidth of each pair. NCCL runs on the GPU over the configured interface or HCA
+    (C(NCCL_SOCKET_IFNAME), C(NCCL_IB_HCA)); gloo on the CPU (C(GLOO_SOCKET_IFNAME)).
+  - Each host also reads the speed of the link the collectives use, from sysfs (C(/sys/class/net/IF/speed),
+    or C(/sys/class/infiniband/HCA/ports/N/rate)).
+  - With I(mode=summarize), on the controller, combines the hosts' results - who never joined, each pair's
+    best bandwidth against the slower NIC of the pair, the slowest pair, the hosts whose every pair is below
+    the threshold - and writes C(xhost.json) and C(xhost.md) into I(report_dir).
+  - Reads only; it changes nothing on the hosts. The report is not counted as a change.
+author:
+  - sparkforge developers (@sparkforge)
+options:
+  mode:
+    description: C(run) on every host, C(summarize) once on the controller.
+    type: str
+    choices: [run, summarize]
+    default: run
+  python:
+    description: The stack venv's interpreter (with torch). Required for C(run).
+    type: path
+  host:
+    description: This host's name in I(hosts) (its rank is its position there). Required for C(run).
+    type: str
+  hosts:
+    description: Every host of the check, in rank order; the first one holds the rendezvous.
+    type: list
+    elements: str
+    required: true
+  master_addr:
+    description: Address of the first host the others reach it at. Required for C(run).
+    type: str
+  master_port:
+    description: TCP port of the rendezvous store on the first host.
+    type: int
+    default: 29531
+  backend:
+    description: C(nccl) (GPUs) or C(gloo) (CPU; what the container tests use).
+    type: str
+    choices: [nccl, gloo]
+    default: nccl
+  ifname:
+    description: The network interface the collectives use (sets C(NCCL_SOCKET_IFNAME)/C(GLOO_SOCKET_IFNAME));
+      its speed is read from sysfs.
+    type: str
+  hca:
+    description: InfiniBand/RoCE HCA and port (C(mlx5_0:1)) for NCCL (C(NCCL_IB_HCA)); its rate is read from sysfs.
+    type: str
+  link_speed_gbps:
+    description: The link speed in Gb/s, for links whose speed sysfs does not report (virtual NICs).
+    type: float
+  sizes:
+    description: Message sizes in bytes for the pair bandwidth.
+    type: list
+    elements: int
+    default: [67108864, 268435456]
+  iters:
+    description: Round trips per pair and size.
+    type: int
+    default: 10
+  join_timeout:
+    description: Seconds the first host waits for all hosts to join; a host that does not is named.
+    type: int
+    default: 120
+  op_timeout:
+    description: Seconds one collective may take before torch.distributed gives up.
+    type: int
+    default: 300
+  env:
+    description: Extra environment for this host's process (for example C(CUDA_VISIBLE_DEVICES)).
+    type: dict
+    default: {}
+  results:
+    description: For C(summarize) - each host's C(run) result, keyed by host (a host without one did not run).
+    type: dict
+  min_link_fraction:
+    description: For C(summarize) - a pair below this fraction of its slower NIC's speed is slow.
+    type: float
+    default: 0.5
+  min_gbs:
+    description: For C(summarize) - a pair below this many GB/s is slow, whatever the link speed.
+    type: float
+  report_dir:
+    description: For C(summarize) - where C(xhost.json) and C(xhost.md) go.
+    type: path
+notes:
+  - Tested with the gloo backend across container hosts, and with NCCL on a 2-GPU machine (two ranks, one
+    GPU each).
+"""
+
+EXAMPLES = r"""
+- name: Start the check on every host of the group
+  sparkforge.stack.xhost_collectives:
+    python: /opt/sparkforge/venv/bin/python
+    host: "{{ inventory_hostname }}"
+    hosts: "{{ ansible_play_hosts_all }}"
+    master_addr: "{{ hostvars[ansible_play_hosts_all[0]].ansible_host }}"
+    ifname: enp1s0f0np0
+  async: 900
+  poll: 0
+  register: xhost_job
+
+- name: Judge the group
+  sparkforge.stack.xhost_collectives:
+    mode: summarize
+    hosts: "{{ ansible_play_hosts_all }}"
+    results: "{{ dict(ansible_play_hosts_all | map('extract', hostvars, 'xhost_result') | ...) }}"
+    report_dir: reports
+  run_once: true
+  delegate_to: localhost
+"""
+
+RETURN = r"""
+status:
+  description: For C(run) - C(ok), C(not_joined) (some hosts never joined; see C(missing)), C(error) or C(timeout).
+  returned: mode run
+  type: str
+pairs:
+  description: For C(run) on the first host - a, b, bytes, gbs, seconds, exact per pair and size.
+  returned: mode run, first host
+  type: list
+  elements: dict
+link_gbps:
+  description: This host's link speed in Gb/s (null when unknown).
+  returned: mode run
+  type: float
+summary:
+  description: For C(summarize) - hosts, per_host (status, reason, link), missing, failed_hosts, judged (pairs,
+    slowest), passed.
+  returned: mode summarize
+  type: dict
+failed_hosts:
+  description: For C(summarize) - the hosts to fail, by name.
+  returned: mode summarize
+  type: list
+  elements: str
+"""
+
+import json
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.sparkforge.stack.plugins.module_utils import xhost
+from ansible_collections.sparkforge.stack.plugins.module_utils.build_common import atomic_write_text, makedirs
+
+
+def run(module, p):
+    for key in ("python", "host", "master_addr"):
+        if not p[key]:
+            module.fail_json(msg="mode run needs %s" % key)
+    try:
+        rank = xhost.rank_of(p["host"], p["hosts"])
+    except xhost.XhostError as exc:
+        module.fail_json(msg=str(exc))
+    if any(s <= 0 or s % 4 for s in p["sizes"]):
+        module.fail_json(msg="sizes must be positive multiples of 4 bytes: %s" % p["sizes"])
+    for key in ("iters", "join_timeout", "op_timeout"):
+        if p[key] <= 0:
+            module.fail_json(msg="%s must be positive" % key)
+    if p["link_speed_gbps"] is not None:
+        speed, source = p["link_speed_gbps"], "link_speed_gbps"
+    else:
+        speed, source = xhost.link_speed(p["ifname"], p["hca"])
+    env = dict((str(k), str(v)) for k, v in p["env"].items())
+    if p["ifname"]:
+        env.setdefault("NCCL_SOCKET_IFNAME", p["ifname"])
+        env.setdefault("GLOO_SOCKET_IFNAME", p["ifname"])
+    if p["hca"]:
+        env.setdefault("NCCL_IB_HCA", p["hca"])
+    base = dict(changed=False, rank=rank, link_gbps=speed, link_source=source)
+    if module.check_mode:
+        module.exit_json(status="skipped", reason="check mode: no collectives run", **base)
+    config = {"rank": rank, "hosts": p["hosts"], "master_addr": p["master_addr"], "master_port": p["master_port"],
+              "backend": p["backend"], "sizes": p["sizes"], "iters": p["iters"],
+              "join_timeout": p["join_timeout"], "op_timeout": p["op_timeout"]}
+    # Joining, the verdict, then every pair: bounded so a wedged collective cannot hang the play.
+    limit = 2 * p["join_timeout"] + 60 + p["op_timeout"] * (1 + len(p["hosts"]) ** 2)
+    result, stderr = xhost.run_script(p["python"], config, limit, env=env)
+    result.update(base)
+    result["stderr_tail"] = stderr
+    module.exit_json(**result)
+
+
+def summarize(module, p):
+    results = p["results"] or {}
+    speeds = dict((h, (results.get(h) or {}).get("link_gbps")) for h in p["hosts"])
+    if not 0 <= p["min_link_fraction"] <= 1:
+        module.fail_json(msg="min_link_fraction must be between 0 and 1, not %s" % p["min_link_fraction"])
+    summary = xhost.summarize(results, p["hosts"], speeds, p["min_link_fraction"], p["min_gbs"])
+    files = {}
+    if p["report_dir"] and not module.check_mode:
+        makedirs(p["report_dir"])
+        files["json"] = os.path.join(p["report_dir"], "xhost.json")
+        files["markdown"] = os.path.join(p["report_dir"], "xhost.md")
+        atomic_write_text(files["json"], json.dumps(summary, indent=1, sort_keys=True) + "\n")
+        atomic_write_text(files["markdown"], xhost.render_markdown(summary))
+    slowest = (summary["judged"] or {}).get("slowest")
+    module.exit_json(changed=False, summary=summary, failed_hosts=summary["failed_hosts"],
+                     missing=summary["missing"], passed=summary["passed"], slowest=slowest, report_files=files)
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            mode=dict(type="str", choices=["run", "summarize"], default="run"),
+            python=dict(type="path"),
+            host=dict(type="str"),
+            hosts=dict(type="list", elements="str", required=True),
+            master_addr=dict(type="str"),
+            master_port=dict(type="int", default=29531),
+            backend=dict(type="str", choices=["nccl", "gloo"], default="nccl"),
+            ifname=dict(type="str"),
+            hca=dict(type="str"),
+            link_speed_gbps=dict(type="float"),
+            sizes=dict(type="list", elements="int", default=[67108864, 268435456]),
+            iters=dict(type="int", default=10),
+            join_timeout=dict(type="int", default=120),
+            op_timeout=dict(type="int", default=300),
+            env=dict(type="dict", default={}),
+            results=dict(type="dict"),
+            min_link_fraction=dict(type="float", default=0.5),
+            min_gbs=dict(type="float"),
+            report_dir=dict(type="path"),
+        ),
+        supports_check_mode=True,
+    )
+    p = module.params
+    if len(p["hosts"]) < 2:
+        module.fail_json(msg="collectives across hosts need at least 2 hosts, got %s" % (p["hosts"] or "none"))
+    if len(set(p["hosts"])) != len(p["hosts"]):
+        module.fail_json(msg="hosts has duplicates: %s" % p["hosts"])
+    if p["mode"] == "run":
+        run(module, p)
+    summarize(module, p)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,95 @@
+# -*- coding: utf-8 -*-
+"""Collectives across hosts (module_utils.xhost): link speeds, the judgement of host pairs and the
+group's verdict, without torch. The container test (tests/test_xhost_containers.py) runs the script."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import pytest
+
+from ansible_collections.sparkforge.stack.plugins.module_utils import xhost
+
+
+def pair(a, b, gbs, size=1 << 26, exact=True):
+    return {"a": a, "b": b, "bytes": size, "gbs": gbs, "seconds": 1.0, "exact": exact}
+
+
+def test_link_speed_from_sysfs(tmp_path):
+    net = tmp_path / "net" / "enp1s0f0np0"
+    net.mkdir(parents=True)
+    (net / "speed").write_text("200000\n")
+    assert xhost.link_speed("enp1s0f0np0", sysfs=str(tmp_path)) == (200.0, str(net / "speed"))
+    port = tmp_path / "infiniband" / "mlx5_0" / "ports" / "1"
+    port.mkdir(parents=True)
+    (port / "rate").write_text("400 Gb/sec (4X NDR)\n")
+    assert xhost.link_speed(hca="mlx5_0:1", sysfs=str(tmp_path))[0] == 400.0
+    (tmp_path / "net" / "veth0").mkdir()
+    (tmp_path / "net" / "veth0" / "speed").write_text("-1\n")
+    speed, why = xhost.link_speed("veth0", sysfs=str(tmp_path))
+    assert speed is None and "reports no speed" in why
+    speed, why = xhost.link_speed("lo9", sysfs=str(tmp_path))
+    assert speed is None and "lo9" in why
+    assert xhost.parse_rate("\tSpeed: 100000Mb/s") == 100.0
+
+
+def test_a_host_whose_every_pair_is_slow_fails_and_is_named():
+    # a, b, c on 200 Gb/s (25 GB/s); c's pairs reach 3 GB/s (12%), a-b 20 GB/s (80%).
+    pairs = [pair("a", "b", 20.0), pair("a", "c", 3.0), pair("b", "c", 2.5), pair("a", "b", 12.0, size=1 << 23)]
+    judged = xhost.judge(pairs, {"a": 200.0, "b": 200.0, "c": 200.0}, 0.5)
+    assert judged["failed_hosts"] == ["c"]
+    assert judged["slowest"]["a"] == "b" and judged["slowest"]["b"] == "c" and judged["slowest"]["gbs"] == 2.5
+    ab = [p for p in judged["pairs"] if (p["a"], p["b"]) == ("a", "b")]
+    assert len(ab) == 1 and ab[0]["gbs"] == 20.0 and ab[0]["pct_of_link"] == 80.0 and not ab[0]["slow"]
+    bc = [p for p in judged["pairs"] if (p["a"], p["b"]) == ("b", "c")][0]
+    assert bc["slow"] and "10.0% of the 200 Gb/s link, below 50%" == bc["why"]
+
+
+def test_the_slower_nic_of_a_pair_sets_its_link_and_two_hosts_fail_together():
+    judged = xhost.judge([pair("a", "b", 5.0)], {"a": 400.0, "b": 100.0}, 0.5)
+    assert judged["pairs"][0]["link_gbps"] == 100.0 and judged["pairs"][0]["pct_of_link"] == 40.0
+    assert judged["failed_hosts"] == ["a", "b"]
+    # Unknown speeds: only the absolute floor judges.
+    judged = xhost.judge([pair("a", "b", 5.0)], {"a": None, "b": None}, 0.5, min_gbs=10)
+    assert judged["pairs"][0]["pct_of_link"] is None and judged["failed_hosts"] == ["a", "b"]
+    assert xhost.judge([pair("a", "b", 5.0)], {}, 0.5)["failed_hosts"] == []
+
+
+def test_a_result_that_is_not_exact_fails_its_hosts():
+    judged = xhost.judge([pair("a", "b", 20.0, exact=False)], {"a": 200.0, "b": 200.0}, 0.5)
+    assert judged["failed_hosts"] == ["a", "b"]
+
+
+def test_summary_names_the_hosts_that_never_joined():
+    hosts = ["h1", "h2", "h3"]
+    results = {"h1": {"status": "not_joined", "missing": ["h3"], "link_gbps": 200.0},
+               "h2": {"status": "not_joined", "missing": ["h3"], "link_gbps": 200.0}}
+    s = xhost.summarize(results, hosts, {"h1": 200.0, "h2": 200.0}, 0.5)
+    assert s["missing"] == ["h3"] and s["failed_hosts"] == ["h3"] and not s["passed"]
+    assert s["per_host"]["h3"]["status"] == "unreachable"
+    assert s["per_host"]["h1"]["status"] == "not checked" and "h3" in s["per_host"]["h1"]["reason"]
+    # A host that ran but never reached the store (its own error) is named too.
+    results["h3"] = {"status": "error", "reason": "rendezvous on h1 did not answer", "link_gbps": None}
+    s = xhost.summarize(results, hosts, {}, 0.5)
+    assert "h3" in s["failed_hosts"] and s["per_host"]["h3"]["status"] == "never joined"
+    assert "Never joined: h3." in xhost.render_markdown(s)
+
+
+def test_summary_of_a_good_run():
+    hosts = ["h1", "h2"]
+    first = {"status": "ok", "backend": "nccl", "checks": [{"name": "all_reduce", "status": "pass", "detail": "x"}],
+             "pairs": [pair("h1", "h2", 22.0)], "link_gbps": 200.0, "link_source": "/sys/class/net/e/speed"}
+    s = xhost.summarize({"h1": first, "h2": {"status": "ok", "link_gbps": 200.0}}, hosts,
+                        {"h1": 200.0, "h2": 200.0}, 0.5)
+    assert s["passed"] and s["failed_hosts"] == [] and s["judged"]["slowest"]["pct_of_link"] == 88.0
+    text = xhost.render_markdown(s)
+    assert "Slowest pair: h1 - h2, 22.000 GB/s (88.0% of 200 Gb/s)." in text
+    # A wrong all_reduce sum fails every host.
+    first["checks"][0]["status"] = "fail"
+    s = xhost.summarize({"h1": first, "h2": {"status": "ok"}}, hosts, {"h1": 200.0, "h2": 200.0}, 0.5)
+    assert s["failed_hosts"] == ["h1", "h2"]
+
+
+def test_rank_of():
+    assert xhost.rank_of("b", ["a", "b"]) == 1
+    with pytest.raises(xhost.XhostError):
+        xhost.rank_of("c", ["a", "b"])
