@@ -101,6 +101,12 @@ options:
   report_dir:
     description: For C(summarize) - where C(xhost.json) and C(xhost.md) go.
     type: path
+  fleet_summary:
+    description:
+      - For C(summarize) - the fleet summary (C(fleet-summary.json) of M(sparkforge.stack.fleet_plan)'s playbook).
+        When it exists, it gains C(cross_host) - the slowest pair, the hosts that failed or never joined, and
+        when the check ran - so the fleet summary shows the slowest link.
+    type: path
 notes:
   - Tested with the gloo backend across container hosts, and with NCCL on a 2-GPU machine (two ranks, one
     GPU each).
@@ -156,6 +162,7 @@ failed_hosts:
 
 import json
 import os
+import time
 
 from ansible.module_utils.basic import AnsibleModule
 
@@ -214,6 +221,18 @@ def summarize(module, p):
         atomic_write_text(files["json"], json.dumps(summary, indent=1, sort_keys=True) + "\n")
         atomic_write_text(files["markdown"], xhost.render_markdown(summary))
     slowest = (summary["judged"] or {}).get("slowest")
+    if p["fleet_summary"] and os.path.isfile(p["fleet_summary"]) and not module.check_mode:
+        try:
+            with open(p["fleet_summary"]) as handle:
+                fleet = json.load(handle)
+        except (IOError, OSError, ValueError) as exc:
+            module.fail_json(msg="cannot read the fleet summary %s: %s" % (p["fleet_summary"], exc))
+        fleet["cross_host"] = {"at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "hosts": p["hosts"],
+                               "slowest": slowest, "failed_hosts": summary["failed_hosts"],
+                               "missing": summary["missing"], "passed": summary["passed"],
+                               "report": files.get("markdown")}
+        atomic_write_text(p["fleet_summary"], json.dumps(fleet, indent=2, sort_keys=True) + "\n")
+        files["fleet_summary"] = p["fleet_summary"]
     module.exit_json(changed=False, summary=summary, failed_hosts=summary["failed_hosts"],
                      missing=summary["missing"], passed=summary["passed"], slowest=slowest, report_files=files)
 
@@ -240,6 +259,7 @@ def main():
             min_link_fraction=dict(type="float", default=0.5),
             min_gbs=dict(type="float"),
             report_dir=dict(type="path"),
+            fleet_summary=dict(type="path"),
         ),
         supports_check_mode=True,
     )
