@@ -140,12 +140,13 @@ def run_script(python, config, timeout, env=None):
     child.update(env or {})
     try:
         proc = subprocess.run([python, "-c", SCRIPT, json.dumps(config)], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, universal_newlines=True, timeout=timeout, env=child)
+                              stderr=subprocess.PIPE, universal_newlines=True, timeout=timeout, env=child,
+                              check=False)
     except subprocess.TimeoutExpired:
         return {"status": "timeout", "reason": "the check did not end within %d s" % timeout}, ""
     except OSError as exc:
         return {"status": "error", "reason": "cannot run %s: %s" % (python, exc)}, ""
-    lines = [l for l in proc.stdout.splitlines() if l.startswith("{")]
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
     if not lines:
         tail = proc.stderr.strip().splitlines()[-5:]
         return {"status": "error", "reason": "the check ended (exit %s) without a result: %s"
@@ -167,8 +168,8 @@ def parse_rate(text):
 def link_speed(ifname=None, hca=None, sysfs="/sys/class"):
     """(Gb/s, where it was read) of the interface or HCA port the collectives use; (None, why) when unknown."""
     if hca:
-        name, _, port = hca.partition(":")
-        path = os.path.join(sysfs, "infiniband", name, "ports", port or "1", "rate")
+        name, port = (hca.split(":", 1) + ["1"])[:2]
+        path = os.path.join(sysfs, "infiniband", name, "ports", port, "rate")
         try:
             with open(path) as handle:
                 return parse_rate(handle.read()), path

@@ -13,7 +13,7 @@ module: xhost_collectives
 short_description: Collectives across the hosts of a group with torch.distributed, and their verdict
 version_added: "0.3.0"
 description:
-  - With I(mode=run), on every host of a group at the same time (start it with C(async) and C(poll=0)):
+  - With I(mode=run), on every host of a group at the same time (start it with C(async) and C(poll=0)) -
     one torch.distributed process per host, rendezvous in a TCPStore on the first host of I(hosts). Each
     host announces itself; the first host waits up to I(join_timeout) seconds and, when hosts are missing,
     tells the others their names and the check ends (no hang in C(init_process_group)). Then an all_reduce
