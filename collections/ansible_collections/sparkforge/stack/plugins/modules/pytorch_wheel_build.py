@@ -41,7 +41,8 @@ options:
     type: str
   repo:
     description:
-      - Git URL (or local path) of the PyTorch source; cloned with submodules into C(BUILD_DIR/src).
+      - Git URL (or local path) of the PyTorch source. Only the ref's commit is fetched, at depth 1, and the
+        submodules' pinned commits, also at depth 1, into C(BUILD_DIR/src).
       - Mutually exclusive with I(src).
     type: str
     default: https://github.com/pytorch/pytorch.git
@@ -52,8 +53,12 @@ options:
     description:
       - A local PyTorch source tree to build in place instead of cloning I(repo). Its HEAD commit is recorded.
     type: path
+  fetch_jobs:
+    description: Submodules fetched at once (C(git submodule update --jobs)).
+    type: int
+    default: 8
   submodules:
-    description: Update git submodules recursively after checkout.
+    description: Update git submodules recursively after checkout, each at its pinned commit at depth 1.
     type: bool
     default: true
   build_dir:
@@ -311,6 +316,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.sparkforge.stack.plugins.module_utils.build_common import (
     BuildError,
+    BuildFailed,
     BuildLock,
     StatusFile,
     atomic_publish,
@@ -321,6 +327,7 @@ from ansible_collections.sparkforge.stack.plugins.module_utils.build_common impo
     run_logged,
     sha256_file,
 )
+from ansible_collections.sparkforge.stack.plugins.module_utils import git_fetch
 from ansible_collections.sparkforge.stack.plugins.module_utils import torch_build as tb
 
 FEATURE_OPTIONS = dict((name, dict(type="bool")) for name in sorted(tb.FEATURES))
@@ -347,25 +354,18 @@ def python_version(python):
 
 
 def resolve_commit(module, src_dir, repo, ref, cloned):
+    """The commit ``ref`` names: from the kept source tree when it was fetched before (no network),
+    else from the remote (git ls-remote). None when neither knows it."""
     if cloned:
-        for candidate in (ref + "^{commit}", "refs/tags/%s^{commit}" % ref, "origin/%s^{commit}" % ref):
-            out = git(["rev-parse", "--verify", "-q", candidate], cwd=src_dir, check=False)
-            if out:
-                return out
+        local = git_fetch.local_ref(src_dir, ref)
+        if local:
+            return local
+    try:
+        return git_fetch.remote_commit(repo, ref)
+    except BuildFailed as exc:
         if module.check_mode:
             return None
-        git(["fetch", "--tags", "origin"], cwd=src_dir)
-        return git(["rev-parse", "--verify", ref + "^{commit}"], cwd=src_dir)
-    out = git(["ls-remote", repo, ref, ref + "^{}"], cwd="/", check=False)
-    lines = [line.split() for line in out.splitlines() if line.strip()]
-    peeled = [l[0] for l in lines if l[1].endswith("^{}")]
-    if peeled:
-        return peeled[0]
-    if lines:
-        return lines[0][0]
-    if len(ref) == 40:
-        return ref
-    return None
+        raise BuildError("cannot resolve %s: %s" % (ref, exc.tail))
 
 
 def find_published(wheel_dir, key):
@@ -416,6 +416,7 @@ def main():
             ref=dict(type="str"),
             src=dict(type="path"),
             submodules=dict(type="bool", default=True),
+            fetch_jobs=dict(type="int", default=8),
             build_dir=dict(type="path", required=True),
             wheel_dir=dict(type="path", required=True),
             python=dict(type="path", required=True),
@@ -614,23 +615,15 @@ def build(module, p, status, env, src_dir, commit, ref, cloned, fix_names, fixes
         if name in env:
             genv[name] = env[name]
     if not p["src"]:
-        fresh = not cloned
-        if fresh:
-            if os.path.exists(src_dir):
-                shutil.rmtree(src_dir)
-            run_logged(["git", "clone", "--no-checkout", p["repo"], src_dir], log_path, "clone", status,
-                       cwd=p["build_dir"], env=genv)
-        head = git(["rev-parse", "--verify", "-q", "HEAD"], cwd=src_dir, check=False)
-        if fresh or head != commit:
-            # Another commit (or a fresh clone): start from its pristine tree.
-            if os.path.exists(os.path.join(src_dir, tb.MARKER)):
-                os.unlink(os.path.join(src_dir, tb.MARKER))
-            run_logged(["git", "checkout", "--force", "-q", commit], log_path, "checkout", status, cwd=src_dir,
-                       env=genv)
-            run_logged(["git", "clean", "-fdxq"], log_path, "checkout", status, cwd=src_dir, env=genv)
-        if p["submodules"] and os.path.isfile(os.path.join(src_dir, ".gitmodules")):
-            run_logged(["git", "submodule", "update", "--init", "--recursive"], log_path, "submodules", status,
-                       cwd=src_dir, env=genv)
+        if not cloned and os.path.exists(src_dir):
+            shutil.rmtree(src_dir)
+        head = git(["rev-parse", "--verify", "-q", "HEAD"], cwd=src_dir, check=False) if cloned else ""
+        if head != commit and os.path.exists(os.path.join(src_dir, tb.MARKER)):
+            # Another commit: its pristine tree (checked out and cleaned below) has no fixes applied.
+            os.unlink(os.path.join(src_dir, tb.MARKER))
+        # The tag's commit and the submodules' pinned commits only, at depth 1 (a resumed run fetches nothing).
+        git_fetch.fetch_checkout(p["repo"], ref, commit, src_dir, log_path, status, submodules=p["submodules"],
+                                 jobs=p["fetch_jobs"], env=genv, clean=True)
     status.phase("fixes")
     try:
         fixes = tb.apply_all(src_dir, fix_names, fixes_data, patches)

@@ -284,6 +284,7 @@ from ansible_collections.sparkforge.stack.plugins.module_utils.build_common impo
     run_logged,
     sha256_file,
 )
+from ansible_collections.sparkforge.stack.plugins.module_utils import git_fetch
 from ansible_collections.sparkforge.stack.plugins.module_utils import triton_build as tb
 from ansible_collections.sparkforge.stack.plugins.module_utils.triton_build import (
     find_record,
@@ -355,25 +356,8 @@ class TritonSource:
 
 
 def fetch_checkout(repo, ref, commit, dest, log, status):
-    """Bring ``dest`` (a git work tree kept between runs) to ``commit``; fetch only what is missing."""
-    if not os.path.isdir(os.path.join(dest, ".git")):
-        makedirs(dest)
-        run_logged(["git", "init", "-q", dest], log, "clone", status)
-        run_logged(["git", "-C", dest, "remote", "add", "origin", repo], log, "clone", status)
-    else:
-        run_logged(["git", "-C", dest, "remote", "set-url", "origin", repo], log, "clone", status)
-    rc, dummy = _run(["git", "cat-file", "-e", commit + "^{commit}"], cwd=dest)
-    if rc != 0:
-        try:
-            run_logged(["git", "-C", dest, "fetch", "--depth", "1", "origin", commit], log, "clone", status)
-        except BuildFailed:
-            # Servers that refuse a fetch by commit: fetch the ref (or everything) instead.
-            what = [ref] if ref and ref != commit else []
-            run_logged(["git", "-C", dest, "fetch", "--tags", "origin"] + what, log, "clone", status)
-    head = git(["rev-parse", "HEAD"], cwd=dest, check=False)
-    if head != commit:
-        run_logged(["git", "-C", dest, "-c", "advice.detachedHead=false", "checkout", "-q", "--force",
-                    "--detach", commit], log, "clone", status)
+    """Bring ``dest`` (a git work tree kept between runs) to ``commit``: the stack's one fetch (git_fetch)."""
+    git_fetch.fetch_checkout(repo, ref, commit, dest, log, status)
 
 
 class Builder:
