@@ -152,6 +152,8 @@ def _print_summary(result, out):
             host = result.hosts[name]
             write("%-*s  %-11s %5d %7d %6d %7d\n" % (width, name, host.state, host.ok, host.changed, host.failed,
                                                      host.skipped))
+    if result.action == "plan":
+        _print_sources(result, write)
     for name in sorted(result.hosts):
         host = result.hosts[name]
         if result.action == "plan" and host.plan is not None:
@@ -169,6 +171,21 @@ def _print_summary(result, out):
     for warning in result.warnings:
         write("warning: %s\n" % warning)
     out.flush()
+
+
+def _print_sources(result, write):
+    """The sources table of every host's plan: host, source, URL, status or error, the variable to change."""
+    rows = [("HOST", "SOURCE", "URL", "ERROR", "VARIABLE")]
+    for name in sorted(result.hosts):
+        for item in (result.hosts[name].plan or {}).get("sources") or []:
+            rows.append((name, "%s: %s" % (item.get("component"), item.get("source")), item.get("url") or "",
+                         item.get("error") or item.get("status") or "", item.get("variable") or ""))
+    if len(rows) == 1:
+        return
+    widths = [min(90, max(len(str(r[i])) for r in rows)) for i in range(5)]
+    write("\nsources:\n")
+    for row in rows:
+        write("  " + "  ".join(str(c)[:90].ljust(w) for c, w in zip(row, widths)).rstrip() + "\n")
 
 
 def _print_report(rep, out):

@@ -56,6 +56,27 @@ options:
         C(sparkforge_torch_wheel_archs) for what an installed wheel carries.
     type: dict
     required: true
+  sources:
+    description:
+      - The source URLs in force on the host (the preflight role passes them, inventory overrides included) -
+        C(cuda_repo_url), C(cuda_distro), C(cuda_repo_arch), C(cuda_keyring_version), C(cuda_keyring_sha256),
+        C(cusparselt_base_url), C(cusparselt_version), C(cusparselt_sha256), C(deb_arch), C(triton_repo),
+        C(llvm_repo), C(pytorch_repo), C(torchvision_repo), C(torchaudio_repo), C(torch_index_url), C(wheelhouse),
+        C(ml_index_url), C(ml_extra_index_urls) - and C(variables), the variable name that sets each.
+      - The plan lists every source a component that will run fetches from (C(plan.sources)).
+    type: dict
+    default: {}
+  probe_sources:
+    description:
+      - Probe every source of the plan before anything changes, concurrently, TLS verified, the proxy environment
+        honoured. An unreachable source, or a plain-http download with no sha256 to check, is a problem that stops
+        the host, with the variable that points the source at a mirror.
+    type: bool
+    default: true
+  probe_timeout:
+    description: Seconds one probe may take.
+    type: int
+    default: 5
 attributes:
   check_mode:
     support: full
@@ -96,7 +117,9 @@ EXAMPLES = r"""
 
 RETURN = r"""
 plan:
-  description: What each component will do on this host and why.
+  description:
+    - What each component will do on this host and why; C(sources) lists every remote source it will fetch from
+      (component, source, url, variable, status C(ok)/C(unreachable)/C(refused)/C(not probed), error).
   returned: success
   type: dict
   sample:
@@ -144,6 +167,9 @@ build_problems:
 """
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.urls import open_url
+from ansible.module_utils.six.moves.urllib.error import HTTPError, URLError
+from ansible_collections.sparkforge.stack.plugins.module_utils import sources
 from ansible_collections.sparkforge.stack.plugins.module_utils.preflight import (
     PlanError,
     build_plan,
@@ -152,6 +178,23 @@ from ansible_collections.sparkforge.stack.plugins.module_utils.preflight import 
     problems,
     render_plan,
 )
+
+
+def _opener(url, timeout):
+    """None when ``url`` answers 2xx/3xx, else why not. TLS is verified; http(s)_proxy/no_proxy apply."""
+    try:
+        resp = open_url(url, method="GET", timeout=timeout, validate_certs=True, follow_redirects="all",
+                        use_proxy=True, headers={"Range": "bytes=0-0"})
+        resp.close()
+        return None
+    except HTTPError as exc:
+        return "HTTP %s %s" % (exc.code, exc.reason)
+    except URLError as exc:
+        return str(getattr(exc, "reason", exc))
+    # ssl errors and socket timeouts too: any failure is the answer.
+    except Exception as exc:  # pylint: disable=broad-except
+        return "%s: %s" % (type(exc).__name__, exc)
+
 
 _REQUIRED_CHECKS = ("min_ram_gib", "min_ram_gib_source_build", "min_disk_gib", "min_disk_gib_source_build")
 _REQUIRED_MANIFEST = ("sparkforge_torch_releases", "sparkforge_torch_arch_min_version")
@@ -165,6 +208,9 @@ def main():
             checks=dict(type="dict", required=True),
             settings=dict(type="dict", required=True),
             manifest=dict(type="dict", required=True),
+            sources=dict(type="dict", default={}),
+            probe_sources=dict(type="bool", default=True),
+            probe_timeout=dict(type="int", default=5),
         ),
         supports_check_mode=True,
     )
@@ -204,8 +250,26 @@ def main():
                                             params["manifest"].get("sparkforge_cxx_min_compilers"), compiler)
     if plan_error:
         found.append({"check": "plan", "message": plan_error})
+    if plan:
+        # Every remote source the plan will fetch from, probed before anything changes.
+        items = sources.plan_sources(plan, params["sources"], params["host"])
+        if params["probe_sources"]:
+            probed = sources.probe(items, params["probe_timeout"], _opener)
+        else:
+            probed = [dict(i, status="not probed", error=None) for i in items]
+        plan["sources"] = probed
+        for item in probed:
+            if item["status"] in ("unreachable", "refused"):
+                # Short: the sources table beside it has the URL and the error.
+                found.append({"check": "sources", "message": "%s: %s %s: point %s at a mirror%s" % (
+                    item["component"], item["source"],
+                    "is refused (%s)" % item["error"] if item["status"] == "refused" else "is unreachable",
+                    item["variable"], "" if item["status"] == "refused" else " (sources table: URL and error)")})
     text = render_plan(plan, found) if plan else ["no plan: %s" % plan_error] + [
         "  - [%s] %s" % (p["check"], p["message"]) for p in found]
+    if plan and plan["sources"]:
+        text += ["sources (%s):" % ("probed" if params["probe_sources"] else "not probed: sparkforge_probe_sources is false")]
+        text += ["  " + line for line in sources.table(params["host"].get("name") or "this host", plan["sources"])]
     if plan and plan["source_build"] and build_problems:
         text.append("cannot build from source here (only a builder of its platform class must): %s"
                     % " | ".join(p["message"] for p in build_problems))
