@@ -61,11 +61,34 @@ def test_roles_converge_idempotent_verify_and_absent(tmp_path):
         second, out = playbook("converge.yml", str(inventory), port)
         assert all(second["cuda-%s" % a] == 0 for a in arches), out[-6000:]
         playbook("verify.yml", str(inventory), port)
+        already_there_offline(boxes[0], str(inventory), tmp_path)
         cleaned, _out = playbook("cleanup.yml", str(inventory), port)
         assert all(cleaned["cuda-%s" % a] > 0 for a in arches), cleaned
     finally:
         for box in boxes:
             box.stop()
+
+
+def already_there_offline(box, inventory, tmp_path):
+    """Issue 13's "already satisfied": the libraries are installed (dpkg, pinned versions) but the host has
+    no apt source for them and no route to any server. cuda_libs changes nothing: no download, no apt
+    source, no directory."""
+    box.sh("rm -f /etc/apt/sources.list.d/cuda-ubuntu2404-*.list && rm -rf /var/cache/sparkforge")
+    dead = free_port()
+    play = tmp_path / "offline.yml"
+    play.write_text(
+        "- hosts: %s\n  vars:\n    cuda_libs_repo_url: http://127.0.0.1:%d/compute/cuda/repos\n"
+        "    cuda_libs_distro: ubuntu2404\n    cuda_libs_install_build_prereqs: false\n"
+        "  roles: [sparkforge.stack.cuda_libs]\n" % ("cuda-" + box.arch, dead))
+    env = dict(os.environ, ANSIBLE_FORCE_COLOR="0", ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"))
+    proc = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", inventory,
+                           str(play)], cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          universal_newlines=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-6000:]
+    assert re.search(r"^cuda-%s\s+: ok=\d+\s+changed=0\b" % box.arch, proc.stdout, re.M), proc.stdout[-3000:]
+    state = box.sh("ls /etc/apt/sources.list.d/; test -e /var/cache/sparkforge && echo CACHE-DIR || true",
+                   check=False).stdout
+    assert "cuda-ubuntu2404" not in state and "CACHE-DIR" not in state, state
 
 
 def test_cuda_libs_keeps_a_repository_the_host_already_has(tmp_path):
