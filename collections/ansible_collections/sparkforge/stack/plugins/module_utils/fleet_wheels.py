@@ -1,0 +1,176 @@
+# -*- coding: utf-8 -*-
+# Copyright: sparkforge developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""A platform class's wheels, from its builder to every host of the class, as plain functions.
+
+On the builder (M(fleet_wheels)): the artifacts this run built (Triton, torch, the domain
+libraries) and the wheels they depend on, resolved once by pip and keyed by the artifacts'
+sha256, each described by name, file, sha256 and the wheelhouse directory it is published in.
+
+On every host (M(fleet_wheel_install)): the copies checked against the builder's sha256, and
+only the wheels whose bytes the venv does not hold yet installed (the record
+<venv>/sparkforge-wheels.json says which, and is written only after pip succeeded, so a host
+killed halfway is found out of date on the next run).
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import glob
+import hashlib
+import json
+import os
+import shlex
+import shutil
+
+from ansible_collections.sparkforge.stack.plugins.module_utils.build_common import sha256_file
+
+RECORD_NAME = "sparkforge-wheels.json"
+
+
+class FleetWheelError(Exception):
+    pass
+
+
+def _one_wheel(directory, name, version=None):
+    """The single wheel of `name` (at `version` when given) in `directory`; an error otherwise."""
+    pattern = "%s-%s*.whl" % (name, version) if version else "%s-*.whl" % name
+    found = sorted(glob.glob(os.path.join(directory, pattern)))
+    if len(found) != 1:
+        raise FleetWheelError("expected one %s wheel (%s) in %s, found %s"
+                              % (name, pattern, directory, [os.path.basename(p) for p in found] or "none"))
+    return found[0]
+
+
+def build_artifacts(triton=None, torch=None, domains=None):
+    """The artifacts of one build run, in install order: Triton, torch, then the domain libraries.
+
+    ``triton``: the triton_llvm_build result (``wheel``, ``cache_key``, ``built``: list of what it built).
+    ``torch``: the pytorch_wheel_build result (``wheel``, ``cache_key``, ``changed``).
+    ``domains``: ``dir`` (where their wheels were built), ``key`` (what that dir is keyed by),
+    ``libraries`` (name -> version) and ``built`` (names whose build ran this time).
+    Returns [{name, path, key, built, kind}].
+    """
+    out = []
+    for name, result, built in (("triton", triton, lambda r: bool(r.get("built"))),
+                                ("torch", torch, lambda r: bool(r.get("changed")))):
+        if not result:
+            continue
+        path = result.get("wheel")
+        if not path or not os.path.isfile(path):
+            raise FleetWheelError("the %s build result names no wheel that exists (%r)" % (name, path))
+        if not result.get("cache_key"):
+            raise FleetWheelError("the %s build result has no cache_key" % name)
+        out.append({"name": name, "path": path, "key": str(result["cache_key"]), "built": built(result),
+                    "kind": "artifact"})
+    if domains:
+        libraries = domains.get("libraries") or {}
+        if not domains.get("dir") or not domains.get("key"):
+            raise FleetWheelError("domains needs dir and key")
+        built = set(domains.get("built") or [])
+        for name in libraries:
+            out.append({"name": name, "path": _one_wheel(domains["dir"], name, libraries[name]),
+                        "key": str(domains["key"]), "built": name in built, "kind": "artifact"})
+    return out
+
+
+def dependency_key(sha256s):
+    """What the dependency set is keyed by: the artifacts' sha256, in order (16 hex)."""
+    return hashlib.sha256(",".join(sha256s).encode("ascii")).hexdigest()[:16]
+
+
+def resolve_dependencies(run, python, root, artifacts, env=None, check_mode=False):
+    """The wheels the artifacts depend on, resolved by pip into <root>/<key>/ once per artifact set.
+
+    ``run(argv, env)`` runs a command and returns (rc, stdout, stderr).  An unchanged set of
+    artifacts reuses the last resolution; a new one resolves into <dir>.partial, which is renamed
+    into place only when pip succeeded.  Returns (dir, [{name, path, key, built, kind}], resolved).
+    """
+    if not artifacts:
+        return None, [], False
+    key = dependency_key([sha256_file(a["path"]) for a in artifacts])
+    dest = os.path.join(root, key)
+    resolved = False
+    if not os.path.isdir(dest):
+        if check_mode:
+            return dest, [], True
+        partial = dest + ".partial"
+        shutil.rmtree(partial, ignore_errors=True)
+        os.makedirs(root, exist_ok=True)
+        argv = [python, "-m", "pip", "wheel", "--disable-pip-version-check", "--wheel-dir", partial]
+        argv += [a["path"] for a in artifacts]
+        rc, out, err = run(argv, env or {})
+        if rc != 0:
+            tail = "\n".join((err or out or "").strip().splitlines()[-15:])
+            raise FleetWheelError("pip could not resolve the dependencies of %s (exit %d):\n%s"
+                                  % (", ".join(os.path.basename(a["path"]) for a in artifacts), rc, tail))
+        # pip wheel saves the artifacts themselves too: only their dependencies stay.
+        for artifact in artifacts:
+            own = os.path.join(partial, os.path.basename(artifact["path"]))
+            if os.path.exists(own):
+                os.remove(own)
+        os.rename(partial, dest)
+        resolved = True
+    deps = []
+    for path in sorted(glob.glob(os.path.join(dest, "*.whl"))):
+        deps.append({"name": os.path.basename(path).split("-")[0].lower(), "path": path, "key": key,
+                     "built": False, "kind": "dependency"})
+    return dest, deps, resolved
+
+
+def describe(wheels):
+    """The class's wheel list as published: name, kind, wheelhouse dir, file, sha256, cache key."""
+    out = []
+    for item in wheels:
+        out.append({"name": item["name"], "kind": item.get("kind", "artifact"),
+                    "dir": "%s-%s" % (item["name"], item["key"][:16]), "file": os.path.basename(item["path"]),
+                    "path": item["path"], "sha256": sha256_file(item["path"]), "cache_key": item["key"]})
+    return out
+
+
+# --- on every host of the class -------------------------------------------------------------
+
+def check_copies(directory, wheels):
+    """[(file, problem)] for each copy in `directory` that is missing or differs from its sha256."""
+    bad = []
+    for item in wheels:
+        path = os.path.join(directory, item["file"])
+        if not os.path.isfile(path):
+            bad.append((item["file"], "missing from %s" % directory))
+            continue
+        got = sha256_file(path)
+        if got != item["sha256"]:
+            bad.append((item["file"], "sha256 %s, the builder's wheel %s" % (got, item["sha256"])))
+    return bad
+
+
+def read_record(path):
+    """name -> sha256 of what the venv holds; {} when there is no readable record (install all)."""
+    try:
+        with open(path) as handle:
+            data = json.load(handle)
+    except (IOError, OSError, ValueError):
+        return {}
+    return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
+
+
+def to_install(wheels, record):
+    """The wheels whose bytes the venv does not hold (by the record), in the given order."""
+    return [w for w in wheels if record.get(w["name"]) != w["sha256"]]
+
+
+def install_argv(python, directory, wheels, extra_args=""):
+    argv = [python, "-m", "pip", "install", "--disable-pip-version-check", "--no-index", "--find-links", directory,
+            "--force-reinstall", "--no-deps"]
+    argv += shlex.split(extra_args or "")
+    return argv + [os.path.join(directory, w["file"]) for w in wheels]
+
+
+def write_record(path, installed):
+    """Write the record atomically (a reader sees the old or the new one, never half)."""
+    tmp = path + ".tmp"
+    with open(tmp, "w") as handle:
+        handle.write(json.dumps(installed, indent=4, sort_keys=True) + "\n")
+    os.chmod(tmp, 0o644)
+    os.rename(tmp, path)

@@ -1,0 +1,131 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: sparkforge developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: fleet_wheel_install
+short_description: Install a platform class's wheels into the stack venv, byte for byte
+version_added: "0.2.0"
+description:
+  - Runs on every host of a building class, after the class's wheels were copied to O(wheel_dir).
+  - Checks every copy against the sha256 its builder published and fails, naming the file, when one is missing
+    or differs; nothing is installed then.
+  - Installs, with C(pip install --no-index --find-links --force-reinstall --no-deps), only the wheels whose
+    bytes the venv does not hold yet. The record O(venv)/sparkforge-wheels.json says which it holds; it is
+    written only after pip succeeded, so a host killed halfway installs again on the next run.
+  - Creates the venv when it does not exist.
+author:
+  - sparkforge developers (@sparkforge)
+options:
+  venv:
+    description: The stack venv.
+    type: path
+    required: true
+  wheel_dir:
+    description: The directory the class's wheels were copied to.
+    type: path
+    required: true
+  wheels:
+    description: The class's wheel list as its builder published it (M(sparkforge.stack.fleet_wheels)'s C(wheels)); each needs C(name), C(file) and C(sha256).
+    type: list
+    elements: dict
+    required: true
+  pip_extra_args:
+    description: Extra arguments for pip install (shell words).
+    type: str
+    default: ""
+  python:
+    description: The interpreter that creates the venv when it does not exist.
+    type: str
+    default: python3
+attributes:
+  check_mode:
+    support: full
+    description: Checks the copies and reports which wheels would be installed; installs nothing.
+  diff_mode:
+    support: full
+    description: The record before and after.
+"""
+
+EXAMPLES = r"""
+- name: Install the class's wheels
+  sparkforge.stack.fleet_wheel_install:
+    venv: /opt/sparkforge/venv
+    wheel_dir: /var/cache/sparkforge/wheels/fleet/dgx_spark-aarch64-sm121-py312-1a2b3c4d
+    wheels: "{{ hostvars[sparkforge_fleet_builder_host].sparkforge_fleet_manifest }}"
+"""
+
+RETURN = r"""
+installed:
+  description: Wheel name to sha256, what the venv holds now.
+  returned: success
+  type: dict
+wheel_sha256:
+  description: Wheel file name to sha256 (collected by the Python API into HostResult.wheels).
+  returned: success
+  type: dict
+reinstalled:
+  description: The wheel names installed in this run.
+  returned: success
+  type: list
+  elements: str
+"""
+
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.sparkforge.stack.plugins.module_utils import fleet_wheels as fw
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            venv=dict(type="path", required=True),
+            wheel_dir=dict(type="path", required=True),
+            wheels=dict(type="list", elements="dict", required=True),
+            pip_extra_args=dict(type="str", default=""),
+            python=dict(type="str", default="python3"),
+        ),
+        supports_check_mode=True,
+    )
+    p = module.params
+    incomplete = [w for w in p["wheels"] if not all(w.get(k) for k in ("name", "file", "sha256"))]
+    if incomplete:
+        module.fail_json(msg="wheel entries need name, file and sha256: %s" % incomplete)
+    bad = fw.check_copies(p["wheel_dir"], p["wheels"])
+    if bad:
+        module.fail_json(msg="the class's wheels on this host are not the builder's, nothing installed: %s"
+                         % "; ".join("%s %s" % item for item in bad), mismatches=[b[0] for b in bad])
+    record_path = os.path.join(p["venv"], fw.RECORD_NAME)
+    before = fw.read_record(record_path)
+    todo = fw.to_install(p["wheels"], before)
+    after = dict((w["name"], w["sha256"]) for w in p["wheels"])
+    result = dict(changed=bool(todo) or before != after, installed=after, reinstalled=[w["name"] for w in todo],
+                  wheel_sha256=dict((w["file"], w["sha256"]) for w in p["wheels"]),
+                  diff=dict(before=before, after=after, before_header=record_path, after_header=record_path))
+    if module.check_mode or not result["changed"]:
+        module.exit_json(**result)
+    python = os.path.join(p["venv"], "bin", "python")
+    if not os.path.exists(python):
+        rc, out, err = module.run_command([p["python"], "-m", "venv", p["venv"]])
+        if rc != 0:
+            module.fail_json(msg="could not create the venv %s: %s" % (p["venv"], (err or out).strip()))
+    if todo:
+        rc, out, err = module.run_command(fw.install_argv(python, p["wheel_dir"], todo, p["pip_extra_args"]))
+        if rc != 0:
+            tail = "\n".join((err or out).strip().splitlines()[-15:])
+            module.fail_json(msg="pip could not install %s (exit %d):\n%s"
+                             % (", ".join(w["file"] for w in todo), rc, tail), stdout=out, stderr=err)
+    fw.write_record(record_path, after)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,188 @@
+# -*- coding: utf-8 -*-
+"""The class's wheels on the builder and on every host: real wheels, real pip (offline, --find-links)."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import zipfile
+
+import pytest
+
+from ansible_collections.sparkforge.stack.plugins.module_utils import fleet_report
+from ansible_collections.sparkforge.stack.plugins.module_utils import fleet_wheels as fw
+
+
+def make_wheel(directory, name, version, requires=()):
+    """A minimal valid pure-Python wheel (pip installs and resolves it)."""
+    os.makedirs(directory, exist_ok=True)
+    path = os.path.join(directory, "%s-%s-py3-none-any.whl" % (name, version))
+    info = "%s-%s.dist-info" % (name, version)
+    files = {
+        "%s/__init__.py" % name: "VERSION = %r\n" % version,
+        "%s/METADATA" % info: "Metadata-Version: 2.1\nName: %s\nVersion: %s\n%s" % (
+            name, version, "".join("Requires-Dist: %s\n" % r for r in requires)),
+        "%s/WHEEL" % info: "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    with zipfile.ZipFile(path, "w") as archive:
+        for arc, text in files.items():
+            archive.writestr(arc, text)
+        archive.writestr("%s/RECORD" % info, "".join("%s,,\n" % arc for arc in files) + "%s/RECORD,,\n" % info)
+    return path
+
+
+def sha(path):
+    with open(path, "rb") as handle:
+        return hashlib.sha256(handle.read()).hexdigest()
+
+
+def run(argv, env):
+    proc = subprocess.run(argv, env=dict(os.environ, **env), capture_output=True, text=True, check=False)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+@pytest.fixture
+def built(tmp_path):
+    triton = make_wheel(str(tmp_path / "triton-build"), "triton", "3.6.0")
+    torch = make_wheel(str(tmp_path / "torch-build"), "torch", "2.11.0", requires=["depy"])
+    index = tmp_path / "index"
+    make_wheel(str(index), "depy", "1.0")
+    domains = tmp_path / "domains"
+    make_wheel(str(domains), "torchvision", "0.26.0")
+    make_wheel(str(domains), "torchaudio", "2.11.0")
+    return {"triton": {"wheel": triton, "cache_key": "t" * 64, "built": ["triton"]},
+            "torch": {"wheel": torch, "cache_key": "p" * 64, "changed": False},
+            "domains": {"dir": str(domains), "key": "d" * 16,
+                        "libraries": {"torchvision": "0.26.0", "torchaudio": "2.11.0"}, "built": ["torchaudio"]},
+            "env": {"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(index)}, "root": tmp_path}
+
+
+def test_artifacts_in_install_order_with_what_was_built(built):
+    arts = fw.build_artifacts(built["triton"], built["torch"], built["domains"])
+    assert [a["name"] for a in arts] == ["triton", "torch", "torchvision", "torchaudio"]
+    assert [a["built"] for a in arts] == [True, False, False, True]
+    assert arts[0]["key"] == "t" * 64 and arts[2]["key"] == "d" * 16
+    assert fw.build_artifacts(None, None, None) == []
+
+
+def test_a_result_without_its_wheel_is_an_error(built, tmp_path):
+    with pytest.raises(fw.FleetWheelError, match="torch build result names no wheel"):
+        fw.build_artifacts(None, {"wheel": str(tmp_path / "gone.whl"), "cache_key": "k"})
+    with pytest.raises(fw.FleetWheelError, match="triton build result has no cache_key"):
+        fw.build_artifacts({"wheel": built["triton"]["wheel"]})
+
+
+def test_domains_need_exactly_one_wheel_each(built):
+    make_wheel(built["domains"]["dir"], "torchvision", "0.26.0.post1")
+    with pytest.raises(fw.FleetWheelError, match=r"expected one torchvision wheel .* found \['torchvision-0.26.0-"):
+        fw.build_artifacts(domains=built["domains"])
+    gone = dict(built["domains"], libraries={"torchtext": "0.18.0"})
+    with pytest.raises(fw.FleetWheelError, match="expected one torchtext wheel .* found none"):
+        fw.build_artifacts(domains=gone)
+
+
+def test_dependencies_resolved_once_per_artifact_set(built):
+    arts = fw.build_artifacts(built["triton"], built["torch"])
+    root = str(built["root"] / "deps")
+    dest, deps, resolved = fw.resolve_dependencies(run, sys.executable, root, arts, built["env"])
+    assert resolved and os.path.basename(dest) == fw.dependency_key([sha(a["path"]) for a in arts])
+    # Only the dependency stays: pip wheel copies the artifacts too.
+    assert sorted(os.listdir(dest)) == ["depy-1.0-py3-none-any.whl"]
+    assert deps == [{"name": "depy", "path": os.path.join(dest, "depy-1.0-py3-none-any.whl"),
+                     "key": os.path.basename(dest), "built": False, "kind": "dependency"}]
+    # The same artifacts again: pip does not run (a runner that fails proves it).
+    again = fw.resolve_dependencies(lambda argv, env: (1, "", "must not run"), sys.executable, root, arts)
+    assert again == (dest, deps, False)
+    # Check mode on a new set says a resolution would run and writes nothing.
+    new = fw.build_artifacts(None, built["torch"])
+    would = fw.resolve_dependencies(run, sys.executable, root, new, built["env"], check_mode=True)
+    assert would[1:] == ([], True) and not os.path.exists(would[0])
+
+
+def test_a_failed_resolution_leaves_no_dependency_set(built):
+    arts = fw.build_artifacts(None, built["torch"])
+    root = str(built["root"] / "deps")
+    empty = str(built["root"] / "empty-index")
+    os.makedirs(empty)
+    with pytest.raises(fw.FleetWheelError, match=r"pip could not resolve the dependencies of torch-2.11.0.*\(exit 1\)"):
+        fw.resolve_dependencies(run, sys.executable, root, arts, {"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": empty})
+    key = fw.dependency_key([sha(arts[0]["path"])])
+    assert not os.path.exists(os.path.join(root, key))
+
+
+def test_describe_publishes_dir_file_and_sha256(built):
+    wheels = fw.describe(fw.build_artifacts(built["triton"]))
+    assert wheels == [{"name": "triton", "kind": "artifact", "dir": "triton-" + "t" * 16,
+                       "file": "triton-3.6.0-py3-none-any.whl", "path": built["triton"]["wheel"],
+                       "sha256": sha(built["triton"]["wheel"]), "cache_key": "t" * 64}]
+
+
+def test_copies_checked_and_only_changed_wheels_installed(built, tmp_path):
+    wheels = fw.describe(fw.build_artifacts(built["triton"], built["torch"]))
+    host_dir = tmp_path / "host"
+    host_dir.mkdir()
+    assert fw.check_copies(str(host_dir), wheels) == [
+        ("triton-3.6.0-py3-none-any.whl", "missing from %s" % host_dir),
+        ("torch-2.11.0-py3-none-any.whl", "missing from %s" % host_dir)]
+    for w in wheels:
+        with open(w["path"], "rb") as src, open(str(host_dir / w["file"]), "wb") as dst:
+            dst.write(src.read())
+    with open(str(host_dir / wheels[1]["file"]), "ab") as handle:
+        handle.write(b"x")
+    bad = fw.check_copies(str(host_dir), wheels)
+    assert [b[0] for b in bad] == ["torch-2.11.0-py3-none-any.whl"] and "the builder's wheel" in bad[0][1]
+
+    record = str(tmp_path / "record.json")
+    assert fw.read_record(record) == {}
+    with open(record, "w") as handle:
+        handle.write("{not json")
+    assert fw.read_record(record) == {}
+    fw.write_record(record, {"triton": wheels[0]["sha256"], "torch": "old"})
+    assert [w["name"] for w in fw.to_install(wheels, fw.read_record(record))] == ["torch"]
+    assert not os.path.exists(record + ".tmp")
+
+
+def test_install_argv_is_offline_and_exact(tmp_path):
+    argv = fw.install_argv("/v/bin/python", "/w", [{"file": "a.whl"}], "--no-compile --quiet")
+    assert argv == ["/v/bin/python", "-m", "pip", "install", "--disable-pip-version-check", "--no-index",
+                    "--find-links", "/w", "--force-reinstall", "--no-deps", "--no-compile", "--quiet", "/w/a.whl"]
+
+
+def test_the_install_argv_installs_for_real(built, tmp_path):
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    wheels = fw.describe(fw.build_artifacts(built["triton"]))
+    directory = os.path.dirname(built["triton"]["wheel"])
+    argv = fw.install_argv(sys.executable, directory, wheels, "--target %s" % (tmp_path / "site"))
+    assert run(argv, {})[0] == 0
+    assert (tmp_path / "site" / "triton" / "__init__.py").is_file()
+
+
+def test_summary_keeps_the_hosts_the_run_saw(tmp_path):
+    raw = {
+        "b1": {"seen": True, "state": "provisioned", "class": "c1", "builder": True, "builds": ["torch"],
+               "wheels": {"torch": "ab"}},
+        "m1": {"seen": True, "state": "failed", "error": "Install: boom", "class": "c1"},
+        "p1": {"seen": True},
+        "never": {"seen": False, "state": None},
+    }
+    summary = fleet_report.summarize(raw)
+    assert list(summary) == ["b1", "m1", "p1"]
+    assert summary["p1"] == {"state": "failed", "error": fleet_report.STOPPED, "class": None, "builder": False,
+                             "builds": [], "wheels": {}}
+    assert summary["b1"]["error"] is None and summary["m1"]["error"] == "Install: boom"
+    lines = fleet_report.render(summary)
+    assert lines[0].split() == ["b1", "provisioned", "c1", "(builder,", "built:", "torch)"]
+    assert lines[1].split() == ["torch", "sha256", "ab"]
+    assert lines[2].endswith("c1: Install: boom")
+    paths = fleet_report.write(str(tmp_path / "r"), summary)
+    fleet_report.write(str(tmp_path / "r"), summary)
+    with open(paths[0]) as handle:
+        assert json.load(handle) == summary
+    with open(paths[1]) as handle:
+        runs = [json.loads(line) for line in handle]
+    assert len(runs) == 2 and runs[0]["hosts"] == summary and runs[0]["check"] is False
