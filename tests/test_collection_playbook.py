@@ -67,3 +67,27 @@ def test_installed_playbook_check_run_stops_in_preflight_from_outside_the_repo(i
     assert "no NVIDIA GPU found" in out
     assert "PLAY [Preflight" in out, out
     assert os.listdir(installed["work"]) == ["hosts.yml"]
+
+
+def test_the_provisioning_playbook_is_plays_of_roles():
+    """Each play names its hosts and its roles; the work lives in roles, not in playbook task files."""
+    import yaml
+
+    playbooks = os.path.join(COLLECTION, "playbooks")
+    assert not os.path.exists(os.path.join(playbooks, "tasks"))
+    with open(os.path.join(playbooks, "spark.yml")) as handle:
+        plays = yaml.safe_load(handle)
+    roles_dir = os.path.join(COLLECTION, "roles")
+    for play in plays:
+        assert play.get("hosts"), play["name"]
+        assert not play.get("vars") and not play.get("pre_tasks") and not play.get("post_tasks"), play["name"]
+        names = [r["role"] for r in play.get("roles", [])]
+        # A play without roles imports one role's entry point, nothing else.
+        for task in play.get("tasks", []):
+            assert set(task) <= {"name", "ansible.builtin.import_role"}, task
+            names.append(task["ansible.builtin.import_role"]["name"])
+        assert names, play["name"]
+        for name in names:
+            short = name.split(".")[-1]
+            assert name.startswith("sparkforge.stack.") and os.path.isfile(
+                os.path.join(roles_dir, short, "meta", "argument_specs.yml")), name

@@ -355,11 +355,6 @@ class TritonSource:
         return None
 
 
-def fetch_checkout(repo, ref, commit, dest, log, status):
-    """Bring ``dest`` (a git work tree kept between runs) to ``commit``: the stack's one fetch (git_fetch)."""
-    git_fetch.fetch_checkout(repo, ref, commit, dest, log, status)
-
-
 class Builder:
     def __init__(self, module):
         self.module = module
@@ -473,7 +468,7 @@ class Builder:
         built = []
         log = self.log
         if not p["triton_src"]:
-            fetch_checkout(p["triton_repo"], self.source.ref, self.source.commit, self.triton_checkout, log, status)
+            git_fetch.fetch_checkout(p["triton_repo"], self.source.ref, self.source.commit, self.triton_checkout, log, status)
         version = self.version or tb.version_from_tree(self.triton_checkout)
         pinned = tb.read_llvm_hash(self.triton_checkout)
         if pinned != self.llvm_commit:
@@ -488,7 +483,7 @@ class Builder:
                     raise BuildError("llvm_src %s is at %s but Triton pins %s: check out that commit there" % (
                         p["llvm_src"], head, self.llvm_commit))
             else:
-                fetch_checkout(p["llvm_repo"], None, self.llvm_commit, self.llvm_checkout, log, status)
+                git_fetch.fetch_checkout(p["llvm_repo"], None, self.llvm_commit, self.llvm_checkout, log, status)
             self.build_llvm(status)
             built.append("llvm")
 
