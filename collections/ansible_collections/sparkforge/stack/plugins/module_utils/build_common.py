@@ -44,6 +44,15 @@ class BuildError(Exception):
     """Base of the errors a build module turns into fail_json."""
 
 
+class JobFailed(Exception):
+    """A module run that failed: the message and the result fields fail_json reports with it."""
+
+    def __init__(self, msg, **result):
+        Exception.__init__(self, msg)
+        self.msg = msg
+        self.result = result
+
+
 class BuildLocked(BuildError):
     def __init__(self, lock_path, holder):
         self.lock_path = lock_path

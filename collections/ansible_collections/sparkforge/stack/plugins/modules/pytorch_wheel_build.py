@@ -305,356 +305,61 @@ pairing:
   type: dict
 """
 
-import json
-import os
-import platform
-import shutil
-import subprocess
-import time
-
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.sparkforge.stack.plugins.module_utils.build_common import (
-    BuildError,
-    BuildFailed,
-    BuildLock,
-    StatusFile,
-    atomic_publish,
-    atomic_write_text,
-    command_version,
-    git,
-    makedirs,
-    run_logged,
-    sha256_file,
-)
-from ansible_collections.sparkforge.stack.plugins.module_utils import git_fetch
+from ansible_collections.sparkforge.stack.plugins.module_utils.build_common import BuildError
 from ansible_collections.sparkforge.stack.plugins.module_utils import torch_build as tb
+from ansible_collections.sparkforge.stack.plugins.module_utils.torch_job import TorchWheelJob
 
 FEATURE_OPTIONS = dict((name, dict(type="bool")) for name in sorted(tb.FEATURES))
 
 
-def nvcc_version(cuda_home):
-    """Last line of nvcc --version ('Build cuda_13.0.r13.0/compiler.36424714_0')."""
-    try:
-        out = subprocess.check_output([os.path.join(cuda_home, "bin", "nvcc"), "--version"],
-                                      stderr=subprocess.STDOUT).decode("utf-8", "replace")
-    except (OSError, subprocess.CalledProcessError):
-        raise BuildError("nvcc not found under %s: install the CUDA toolkit or set cuda_home (or features.cuda: false)"
-                         % cuda_home)
-    return out.strip().splitlines()[-1]
-
-
-def python_version(python):
-    try:
-        out = subprocess.check_output([python, "-c", "import sys, platform; print(sys.version.split()[0], "
-                                       "platform.machine(), sys.implementation.cache_tag)"])
-    except (OSError, subprocess.CalledProcessError) as exc:
-        raise BuildError("the build python %s does not run (%s): create the build venv first" % (python, exc))
-    return out.decode().strip()
-
-
-def resolve_commit(module, src_dir, repo, ref, cloned):
-    """The commit ``ref`` names: from the kept source tree when it was fetched before (no network),
-    else from the remote (git ls-remote). None when neither knows it."""
-    if cloned:
-        local = git_fetch.local_ref(src_dir, ref)
-        if local:
-            return local
-    try:
-        return git_fetch.remote_commit(repo, ref)
-    except BuildFailed as exc:
-        if module.check_mode:
-            return None
-        raise BuildError("cannot resolve %s: %s" % (ref, exc.tail))
-
-
-def find_published(wheel_dir, key):
-    """(wheel, manifest, data) of a published wheel with this cache key, or None."""
-    if not os.path.isdir(wheel_dir):
-        return None
-    for name in sorted(os.listdir(wheel_dir)):
-        if not name.endswith(".whl.manifest.json"):
-            continue
-        path = os.path.join(wheel_dir, name)
-        try:
-            with open(path) as handle:
-                data = json.load(handle)
-        except (IOError, OSError, ValueError):
-            continue
-        if data.get("cache_key") != key:
-            continue
-        wheel = os.path.join(wheel_dir, data.get("wheel_file", ""))
-        if os.path.isfile(wheel) and sha256_file(wheel) == data.get("sha256"):
-            return wheel, path, data
-    return None
-
-
-def check_build_deps(python, requirements):
-    names = list(requirements)
-    code = (
-        "import sys, re\n"
-        "from importlib import metadata\n"
-        "missing = []\n"
-        "for req in sys.argv[1:]:\n"
-        "    name = re.split(r'[<>=!~;\\[ ]', req, 1)[0]\n"
-        "    try:\n"
-        "        metadata.version(name)\n"
-        "    except metadata.PackageNotFoundError:\n"
-        "        missing.append(req)\n"
-        "print(' '.join(missing))\n"
-    )
-    out = subprocess.check_output([python, "-c", code] + names).decode().strip()
-    return out.split() if out else []
+# The options (DOCUMENTATION above); the unit tests validate their params against it too.
+ARGUMENT_SPEC = dict(
+    torch_data=dict(type="dict", required=True),
+    version=dict(type="str"),
+    repo=dict(type="str", default="https://github.com/pytorch/pytorch.git"),
+    ref=dict(type="str"),
+    src=dict(type="path"),
+    submodules=dict(type="bool", default=True),
+    fetch_jobs=dict(type="int", default=8),
+    build_dir=dict(type="path", required=True),
+    wheel_dir=dict(type="path", required=True),
+    python=dict(type="path", required=True),
+    build_deps=dict(type="str", choices=["install", "check", "skip"], default="install"),
+    build_requirements=dict(type="list", elements="str"),
+    cuda_arch_list=dict(type="raw"),
+    platform_class=dict(type="str", default="none"),
+    compute_capabilities=dict(type="list", elements="str", default=[]),
+    machine=dict(type="str"),
+    features=dict(type="dict", options=FEATURE_OPTIONS),
+    blas=dict(type="str", choices=list(tb.BLAS_CHOICES), default="auto"),
+    cuda_home=dict(type="path", default="/usr/local/cuda"),
+    cusparselt_root=dict(type="path"),
+    cusparselt_include_dir=dict(type="path"),
+    cusparselt_library=dict(type="path"),
+    cuda_major=dict(type="int", default=13),
+    build_number=dict(type="int", default=1),
+    fixes=dict(type="list", elements="str", default=[]),
+    patches=dict(type="list", elements="path", default=[]),
+    extra_env=dict(type="dict", default={}),
+    jobs=dict(type="raw", default="auto"),
+    ccache=dict(type="bool", default=True),
+    force=dict(type="bool", default=False),
+    status_file=dict(type="path"),
+    log_file=dict(type="path"),
+)
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            torch_data=dict(type="dict", required=True),
-            version=dict(type="str"),
-            repo=dict(type="str", default="https://github.com/pytorch/pytorch.git"),
-            ref=dict(type="str"),
-            src=dict(type="path"),
-            submodules=dict(type="bool", default=True),
-            fetch_jobs=dict(type="int", default=8),
-            build_dir=dict(type="path", required=True),
-            wheel_dir=dict(type="path", required=True),
-            python=dict(type="path", required=True),
-            build_deps=dict(type="str", choices=["install", "check", "skip"], default="install"),
-            build_requirements=dict(type="list", elements="str"),
-            cuda_arch_list=dict(type="raw"),
-            platform_class=dict(type="str", default="none"),
-            compute_capabilities=dict(type="list", elements="str", default=[]),
-            machine=dict(type="str"),
-            features=dict(type="dict", options=FEATURE_OPTIONS),
-            blas=dict(type="str", choices=list(tb.BLAS_CHOICES), default="auto"),
-            cuda_home=dict(type="path", default="/usr/local/cuda"),
-            cusparselt_root=dict(type="path"),
-            cusparselt_include_dir=dict(type="path"),
-            cusparselt_library=dict(type="path"),
-            cuda_major=dict(type="int", default=13),
-            build_number=dict(type="int", default=1),
-            fixes=dict(type="list", elements="str", default=[]),
-            patches=dict(type="list", elements="path", default=[]),
-            extra_env=dict(type="dict", default={}),
-            jobs=dict(type="raw", default="auto"),
-            ccache=dict(type="bool", default=True),
-            force=dict(type="bool", default=False),
-            status_file=dict(type="path"),
-            log_file=dict(type="path"),
-        ),
-        supports_check_mode=True,
-    )
-    p = module.params
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     try:
-        result = run(module, p)
+        result = TorchWheelJob(module.params).run(check_mode=module.check_mode)
     except BuildError as exc:
         module.fail_json(msg=str(exc))
-    module.exit_json(**result)
-
-
-def run(module, p):
-    data = p["torch_data"]
-    for key in ("releases", "arch_min_version", "traps", "fixes"):
-        if key not in data:
-            raise BuildError("torch_data has no '%s': pass the manifest's sparkforge_torch_* variables" % key)
-    releases = data["releases"]
-    fixes_data = data["fixes"] or {}
-    version = p["version"] or tb.default_version(releases, p["platform_class"])
-    release = tb.release_entry(releases, version)
-    warnings = []
-    for field in release.get("unconfirmed") or []:
-        warnings.append("torch %s: the version data's %s pairing (%s) is not confirmed against the release"
-                        % (version, field, release.get(field)))
-    if p["platform_class"] not in ("none", "generic", "mixed") and p["platform_class"] not in (
-            release.get("good_for") or []):
-        warnings.append("torch %s is not marked good for platform class %s in the version data"
-                        % (version, p["platform_class"]))
-
-    arch = tb.plan_arch_list(p["cuda_arch_list"], version, release, p["platform_class"],
-                             p["compute_capabilities"], data, fixes_data)
-    fix_names = tb.select_fixes(release, arch["fixes_needed"], fixes_data, p["fixes"])
-    machine = p["machine"] or platform.machine()
-
-    cusparselt = None
-    if p["cusparselt_include_dir"] or p["cusparselt_library"] or p["cusparselt_root"]:
-        root = p["cusparselt_root"]
-        cusparselt = {
-            "root": root or os.path.dirname(p["cusparselt_include_dir"] or ""),
-            "include": p["cusparselt_include_dir"] or (os.path.join(root, "include") if root else None),
-            "library": p["cusparselt_library"] or (os.path.join(root, "lib", "libcusparseLt.so") if root else None),
-        }
-    else:
-        cusparselt = tb.find_cusparselt(machine, p["cuda_major"])
-    features = tb.resolve_features(p["features"], machine, cusparselt)
-
-    jobs, jobs_why = tb.plan_jobs(p["jobs"])
-    build_dir = p["build_dir"]
-    status_path = p["status_file"] or os.path.join(build_dir, "status.json")
-    log_path = p["log_file"] or os.path.join(build_dir, "build.log")
-    venv_bin = os.path.dirname(p["python"])
-    ccache = None
-    if p["ccache"]:
-        ccache = shutil.which("ccache") or None
-    env = tb.build_env({
-        "arch_list": arch["arch_list"], "features": features, "machine": machine, "blas": p["blas"],
-        "cuda_home": p["cuda_home"], "venv_bin": venv_bin, "cusparselt": cusparselt,
-        "build_version": version, "build_number": p["build_number"], "jobs": jobs,
-        "extra_env": p["extra_env"], "home": os.environ.get("HOME"), "tmpdir": os.environ.get("TMPDIR"),
-        "ccache": ccache, "caller_env": dict(os.environ),
-    })
-
-    # Source and commit.
-    if p["src"]:
-        src_dir = p["src"]
-        if not os.path.isdir(src_dir):
-            raise BuildError("src %s does not exist" % src_dir)
-        commit = git(["rev-parse", "HEAD"], cwd=src_dir)
-        ref = p["ref"] or "HEAD"
-        cloned = True
-    else:
-        src_dir = os.path.join(build_dir, "src")
-        ref = p["ref"] or "v%s" % version
-        cloned = os.path.isdir(os.path.join(src_dir, ".git"))
-        commit = resolve_commit(module, src_dir, p["repo"], ref, cloned)
-        if commit is None and not module.check_mode:
-            raise BuildError("ref %s not found in %s" % (ref, p["repo"]))
-
-    toolchain = {"nvcc": nvcc_version(p["cuda_home"]) if features["cuda"] else None}
-    toolchain["cc"] = command_version(["cc"])
-    toolchain["cxx"] = command_version(["c++"])
-    toolchain["cmake"] = command_version([os.path.join(venv_bin, "cmake")]) or command_version(["cmake"])
-    py_version = python_version(p["python"])
-
-    patches = {}
-    for patch in p["patches"]:
-        if not os.path.isfile(patch):
-            raise BuildError("patch file %s does not exist" % patch)
-        patches[patch] = sha256_file(patch)
-    fix_defs = dict((name, tb.fix_fingerprint(fixes_data[name])) for name in fix_names)
-    key_inputs = {
-        "commit": commit, "version": version, "build_number": p["build_number"],
-        "arch_list": arch["arch_list"], "features": features, "env": tb.output_env(env),
-        "fixes": fix_defs, "patches": dict((os.path.basename(k), v) for k, v in patches.items()),
-        "toolchain": toolchain, "python": py_version,
-    }
-    key = tb.build_key(key_inputs)
-    pairing = dict((k, release.get(k)) for k in ("triton", "torchvision", "torchaudio"))
-    result = dict(changed=False, version=version, commit=commit, src_dir=src_dir, arch_list=arch["arch_list"],
-                  arch_list_why=arch["why"], env=env, jobs=dict(jobs=jobs, why=jobs_why), cache_key=key,
-                  wheel=None, duration_s=0.0, fixes=[], pairing=pairing, status_file=status_path,
-                  log_file=log_path)
-    for warning in warnings:
+    for warning in result.pop("warnings"):
         module.warn(warning)
-
-    published = None if p["force"] else find_published(p["wheel_dir"], key)
-    if published:
-        wheel, manifest, mdata = published
-        result.update(wheel=wheel, manifest=manifest, sha256=mdata.get("sha256"), fixes=mdata.get("fixes", []),
-                      plan="a wheel with the same cache key is published (%s): nothing to do" % os.path.basename(wheel))
-        return result
-
-    why = "force: rebuilding" if p["force"] else "no published wheel has cache key %s" % key[:12]
-    if module.check_mode:
-        if cloned and commit:
-            try:
-                result["fixes"] = tb.apply_all(src_dir, fix_names, fixes_data, list(patches), check_only=True) \
-                    if git(["rev-parse", "HEAD"], cwd=src_dir) == commit else [
-                        {"name": n, "kind": "fix", "state": "would apply", "files": []} for n in fix_names]
-            except tb.FixError as exc:
-                raise BuildError("the build would fail: %s" % exc)
-        else:
-            result["fixes"] = [{"name": n, "kind": "fix", "state": "would apply", "files": []} for n in fix_names]
-        result.update(changed=True, plan="would build torch %s (%s) for %s: %s"
-                      % (version, (commit or ref)[:12], arch["arch_list"], why))
-        return result
-
-    started = time.time()
-    makedirs(build_dir)
-    with BuildLock(os.path.join(build_dir, ".lock")):
-        status = StatusFile(status_path, "pytorch %s" % version, log_path)
-        status.update(message=why)
-        try:
-            built = build(module, p, status, env, src_dir, commit, ref, cloned, fix_names, fixes_data,
-                          list(patches), log_path, version)
-        except BuildError as exc:
-            if status.state.get("state") == "running":
-                status.finish("failed", str(exc).splitlines()[0])
-            raise
-        status.phase("publish")
-        wheel = atomic_publish(built["wheel"], p["wheel_dir"])
-        digest = sha256_file(wheel)
-        finished = time.time()
-        manifest_data = {
-            "cache_key": key, "key_inputs": key_inputs, "wheel_file": os.path.basename(wheel),
-            "sha256": digest, "size": os.path.getsize(wheel), "torch_version": version,
-            "build_number": p["build_number"], "repo": None if p["src"] else p["repo"], "src": src_dir,
-            "ref": ref, "commit": commit, "arch_list": arch["arch_list"], "arch_list_why": arch["why"],
-            "features": features, "env": env, "fixes": built["fixes"],
-            "fix_definitions": dict((n, fixes_data[n]) for n in fix_names),
-            "patches": patches, "toolchain": toolchain, "python": py_version, "jobs": jobs,
-            "jobs_why": jobs_why, "platform_class": p["platform_class"], "machine": machine,
-            "pairing": pairing, "build_host": platform.node(), "started": time.strftime(
-                "%Y-%m-%dT%H:%M:%S", time.localtime(started)),
-            "finished": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(finished)),
-            "duration_s": round(finished - started, 1), "log": log_path,
-        }
-        manifest = wheel + ".manifest.json"
-        atomic_write_text(manifest, json.dumps(manifest_data, indent=1, sort_keys=True) + "\n")
-        status.finish("done", "published %s" % os.path.basename(wheel))
-    result.update(changed=True, wheel=wheel, sha256=digest, manifest=manifest, fixes=built["fixes"],
-                  duration_s=round(finished - started, 1),
-                  plan="built torch %s (%s) for %s: %s" % (version, commit[:12], arch["arch_list"], why))
-    return result
-
-
-def build(module, p, status, env, src_dir, commit, ref, cloned, fix_names, fixes_data, patches, log_path,
-          version):
-    genv = {"PATH": env["PATH"], "HOME": env["HOME"], "LANG": "C.UTF-8"}
-    for name in tb.PASSTHROUGH_ENV:
-        if name in env:
-            genv[name] = env[name]
-    if not p["src"]:
-        if not cloned and os.path.exists(src_dir):
-            shutil.rmtree(src_dir)
-        head = git(["rev-parse", "--verify", "-q", "HEAD"], cwd=src_dir, check=False) if cloned else ""
-        if head != commit and os.path.exists(os.path.join(src_dir, tb.MARKER)):
-            # Another commit: its pristine tree (checked out and cleaned below) has no fixes applied.
-            os.unlink(os.path.join(src_dir, tb.MARKER))
-        # The tag's commit and the submodules' pinned commits only, at depth 1 (a resumed run fetches nothing).
-        git_fetch.fetch_checkout(p["repo"], ref, commit, src_dir, log_path, status, submodules=p["submodules"],
-                                 jobs=p["fetch_jobs"], env=genv, clean=True)
-    status.phase("fixes")
-    try:
-        fixes = tb.apply_all(src_dir, fix_names, fixes_data, patches)
-    except tb.FixError as exc:
-        status.finish("failed", str(exc))
-        raise
-    reqs = p["build_requirements"] or tb.read_build_requirements(src_dir)
-    if p["build_deps"] == "install":
-        run_logged([p["python"], "-m", "pip", "install", "--disable-pip-version-check"] + reqs, log_path,
-                   "build-deps", status, cwd=src_dir, env=env)
-    elif p["build_deps"] == "check":
-        status.phase("build-deps")
-        missing = check_build_deps(p["python"], reqs)
-        if missing:
-            raise BuildError("build requirements missing from %s: %s; install them or use build_deps: install"
-                             % (p["python"], ", ".join(missing)))
-    out_dir = os.path.join(p["build_dir"], "dist-tmp")
-    if os.path.isdir(out_dir):
-        shutil.rmtree(out_dir)
-    makedirs(out_dir)
-    run_logged([p["python"], "-m", "pip", "wheel", ".", "--no-build-isolation", "--no-deps",
-                "--disable-pip-version-check", "-v", "-w", out_dir], log_path, "build", status, cwd=src_dir,
-               env=env)
-    wheels = [w for w in os.listdir(out_dir) if w.endswith(".whl")]
-    if len(wheels) != 1:
-        raise BuildError("pip wheel produced %d wheels in %s (expected one): see %s" % (len(wheels), out_dir,
-                                                                                        log_path))
-    if not tb.wheel_matches(wheels[0], version):
-        raise BuildError("the built wheel %s does not carry version %s: PYTORCH_BUILD_VERSION was not honoured"
-                         % (wheels[0], version))
-    return {"wheel": os.path.join(out_dir, wheels[0]), "fixes": fixes}
+    module.exit_json(**result)
 
 
 if __name__ == "__main__":
