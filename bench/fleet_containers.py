@@ -9,11 +9,12 @@ playbooks/spark.yml with components triton, pytorch and torch_domains built from
 sources), with the scenario's variables (molecule/fleet/inventory/hosts.yml).  It converges once (one
 build per class and artifact), then times a rerun (changed=0 is checked) and prints the rerun
 time, its ratio to N=1 and the build count per class of the first run and of the rerun (from
-the playbook's fleet history).
+the playbook's fleet history).  At N=1 it also times a playbook of as many ansible.builtin.stat
+tasks on that host as the rerun ran tasks (host and controller), and prints rerun / stat.
 
 amd64 only: emulated arm64 hosts would measure qemu, not the playbook.  The containers share
 this machine's cores, so the figure is the controller-plus-hosts cost of a no-op fleet run.
-Usage:  .venv/bin/python bench/fleet_containers.py [--sizes 1 4 16]
+Usage:  .venv/bin/python bench/fleet_containers.py [--sizes 1 4 16] [--logs DIR]
 """
 
 import argparse
@@ -66,19 +67,40 @@ def inventory(root, names):
     return path
 
 
-def playbook(root, inv):
+def playbook(root, inv, log=None):
     env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"), ANSIBLE_NOCOLOR="1",
                MOLECULE_EPHEMERAL_DIRECTORY=root, ANSIBLE_FORKS="20")
+    if log:
+        # Per-task times, to see where a rerun spends them.
+        env["ANSIBLE_CALLBACKS_ENABLED"] = "ansible.posix.profile_tasks"
     start = time.monotonic()
     proc = subprocess.run([os.path.join(BIN, "ansible-playbook"), os.path.join(SCENARIO, "converge.yml"), "-i", inv],
                           cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                           universal_newlines=True, check=False)
     elapsed = time.monotonic() - start
+    if log:
+        with open(log, "w") as handle:
+            handle.write(proc.stdout)
     if proc.returncode != 0:
         sys.exit("the fleet run failed (rc %d):\n%s" % (proc.returncode, proc.stdout[-4000:]))
     recap = proc.stdout.split("PLAY RECAP")[-1]
-    changed = {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\S+)\s+: ok=\d+\s+changed=(\d+)", recap, re.M)}
-    return elapsed, changed
+    counts = {m.group(1): (int(m.group(2)), int(m.group(3)))
+              for m in re.finditer(r"^(\S+)\s+: ok=(\d+)\s+changed=(\d+)", recap, re.M)}
+    return elapsed, counts
+
+
+def stat_baseline(root, inv, tasks):
+    """Seconds of a playbook of `tasks` ansible.builtin.stat tasks on the inventory's one host."""
+    path = os.path.join(root, "stat.yml")
+    with open(path, "w") as handle:
+        handle.write("- name: Baseline\n  hosts: all\n  gather_facts: false\n  tasks:\n")
+        for i in range(tasks):
+            handle.write("    - name: Stat %d\n      ansible.builtin.stat:\n        path: /etc/hostname\n" % i)
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"), ANSIBLE_NOCOLOR="1")
+    start = time.monotonic()
+    subprocess.run([os.path.join(BIN, "ansible-playbook"), path, "-i", inv], cwd=REPO, env=env, check=True,
+                   stdout=subprocess.DEVNULL)
+    return time.monotonic() - start
 
 
 def main():
@@ -86,6 +108,7 @@ def main():
     parser.add_argument("--sizes", type=int, nargs="+", default=[1, 4, 16])
     parser.add_argument("--peer", default="bench-peer",
                         help="name of a container the bench hosts are labelled with (started if missing)")
+    parser.add_argument("--logs", help="directory to keep each rerun's output in, with per-task times")
     args = parser.parse_args()
     if subprocess.run(["podman", "container", "exists", args.peer], check=False).returncode != 0:
         subprocess.run(["podman", "run", "-d", "--name", args.peer, "--runtime", "runc",
@@ -99,7 +122,9 @@ def main():
             with tempfile.TemporaryDirectory(prefix="fleet-containers-") as root:
                 inv = inventory(root, names)
                 first, _ = playbook(root, inv)
-                rerun, changed = playbook(root, inv)
+                log = os.path.join(args.logs, "rerun-%d.log" % n) if args.logs else None
+                rerun, counts = playbook(root, inv, log)
+                changed = {host: c for host, (_ok, c) in counts.items()}
                 if any(changed.values()):
                     sys.exit("the rerun at N=%d changed something: %s" % (n, changed))
                 with open(os.path.join(root, "fleet-scenario", "reports", "fleet-history.jsonl")) as handle:
@@ -108,6 +133,12 @@ def main():
                           for run in runs[-2:]]
                 base = base or rerun
                 print("%4d %10.1f %10.1f %7.2f  %s; %s" % (n, first, rerun, rerun / base, builds[0], builds[1]))
+                if n == 1:
+                    # One stat task per task that ran (the controller's too), on the one host.
+                    tasks = sum(ok for ok, _c in counts.values())
+                    stat = stat_baseline(root, inv, tasks)
+                    print("     N=1: %d tasks ran; the same number of stat tasks takes %.1f s; rerun / stat = %.2f"
+                          % (tasks, stat, rerun / stat))
                 sys.stdout.flush()
         finally:
             subprocess.run(["podman", "rm", "-f", "-t", "0"] + names, check=False, stdout=subprocess.DEVNULL,

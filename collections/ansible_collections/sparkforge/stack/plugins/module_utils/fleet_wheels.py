@@ -27,6 +27,9 @@ import shutil
 from ansible_collections.sparkforge.stack.plugins.module_utils.build_common import sha256_file
 
 RECORD_NAME = "sparkforge-wheels.json"
+# Next to the wheels: the sha256 each file had at a size and mtime, so an unchanged wheel is not
+# read again on every run (a 1 GB torch wheel costs seconds; a no-op rerun should not).
+HASH_CACHE_NAME = ".sparkforge-sha256.json"
 
 
 class FleetWheelError(Exception):
@@ -75,12 +78,82 @@ def build_artifacts(triton=None, torch=None, domains=None):
     return out
 
 
+class HashCache:
+    """sha256 of the files of one directory, reused while a file keeps its size and mtime.
+
+    ``rehash``: read every file again (the cache is still rewritten).  ``save`` writes nothing
+    when nothing changed or when ``write`` is false (check mode).
+    """
+
+    def __init__(self, directory, rehash=False, write=True):
+        self.path = os.path.join(directory, HASH_CACHE_NAME)
+        self.rehash = rehash
+        self.write = write
+        self.dirty = False
+        self.hashed = []
+        self.entries = {}
+        if not rehash:
+            try:
+                with open(self.path) as handle:
+                    data = json.load(handle)
+                self.entries = data if isinstance(data, dict) else {}
+            except (IOError, OSError, ValueError):
+                self.entries = {}
+
+    def sha256(self, path):
+        st = os.stat(path)
+        name = os.path.basename(path)
+        entry = self.entries.get(name)
+        if isinstance(entry, dict) and entry.get("size") == st.st_size and entry.get("mtime_ns") == st.st_mtime_ns \
+                and entry.get("sha256"):
+            return entry["sha256"]
+        digest = sha256_file(path)
+        self.hashed.append(name)
+        self.entries[name] = {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": digest}
+        self.dirty = True
+        return digest
+
+    def save(self):
+        if not (self.dirty and self.write and os.path.isdir(os.path.dirname(self.path))):
+            return
+        live = dict((k, v) for k, v in self.entries.items()
+                    if os.path.isfile(os.path.join(os.path.dirname(self.path), k)))
+        tmp = self.path + ".tmp"
+        with open(tmp, "w") as handle:
+            json.dump(live, handle, indent=1, sort_keys=True)
+        os.rename(tmp, self.path)
+        self.dirty = False
+
+
+class Hashes:
+    """sha256 of files in any directory, each directory through its own HashCache."""
+
+    def __init__(self, rehash=False, write=True):
+        self.rehash = rehash
+        self.write = write
+        self.caches = {}
+
+    def sha256(self, path):
+        directory = os.path.dirname(path)
+        if directory not in self.caches:
+            self.caches[directory] = HashCache(directory, self.rehash, self.write)
+        return self.caches[directory].sha256(path)
+
+    def hashed(self):
+        """The files whose bytes were read in this run."""
+        return sorted(name for cache in self.caches.values() for name in cache.hashed)
+
+    def save(self):
+        for cache in self.caches.values():
+            cache.save()
+
+
 def dependency_key(sha256s):
     """What the dependency set is keyed by: the artifacts' sha256, in order (16 hex)."""
     return hashlib.sha256(",".join(sha256s).encode("ascii")).hexdigest()[:16]
 
 
-def resolve_dependencies(run, python, root, artifacts, env=None, check_mode=False):
+def resolve_dependencies(run, python, root, artifacts, env=None, check_mode=False, hashes=None):
     """The wheels the artifacts depend on, resolved by pip into <root>/<key>/ once per artifact set.
 
     ``run(argv, env)`` runs a command and returns (rc, stdout, stderr).  An unchanged set of
@@ -89,7 +162,8 @@ def resolve_dependencies(run, python, root, artifacts, env=None, check_mode=Fals
     """
     if not artifacts:
         return None, [], False
-    key = dependency_key([sha256_file(a["path"]) for a in artifacts])
+    hashes = hashes or Hashes(write=False)
+    key = dependency_key([hashes.sha256(a["path"]) for a in artifacts])
     dest = os.path.join(root, key)
     resolved = False
     if not os.path.isdir(dest):
@@ -119,27 +193,30 @@ def resolve_dependencies(run, python, root, artifacts, env=None, check_mode=Fals
     return dest, deps, resolved
 
 
-def describe(wheels):
+def describe(wheels, hashes=None):
     """The class's wheel list as published: name, kind, wheelhouse dir, file, sha256, cache key."""
+    hashes = hashes or Hashes(write=False)
     out = []
     for item in wheels:
         out.append({"name": item["name"], "kind": item.get("kind", "artifact"),
                     "dir": "%s-%s" % (item["name"], item["key"][:16]), "file": os.path.basename(item["path"]),
-                    "path": item["path"], "sha256": sha256_file(item["path"]), "cache_key": item["key"]})
+                    "path": item["path"], "sha256": hashes.sha256(item["path"]), "cache_key": item["key"]})
     return out
 
 
 # --- on every host of the class -------------------------------------------------------------
 
-def check_copies(directory, wheels):
-    """[(file, problem)] for each copy in `directory` that is missing or differs from its sha256."""
+def check_copies(directory, wheels, cache=None):
+    """[(file, problem)] for each copy in `directory` that is missing or differs from its sha256.
+
+    ``cache``: a HashCache of `directory` (a copy whose size and mtime did not change is not read)."""
     bad = []
     for item in wheels:
         path = os.path.join(directory, item["file"])
         if not os.path.isfile(path):
             bad.append((item["file"], "missing from %s" % directory))
             continue
-        got = sha256_file(path)
+        got = cache.sha256(path) if cache else sha256_file(path)
         if got != item["sha256"]:
             bad.append((item["file"], "sha256 %s, the builder's wheel %s" % (got, item["sha256"])))
     return bad

@@ -15,7 +15,10 @@ version_added: "0.2.0"
 description:
   - Runs on every host of a building class, after the class's wheels were copied to O(wheel_dir).
   - Checks every copy against the sha256 its builder published and fails, naming the file, when one is missing
-    or differs; nothing is installed then.
+    or differs; nothing is installed then. With O(copies=report) it returns those files in RV(to_copy) instead,
+    so a play copies only what a host lacks (a no-op rerun is this one call).
+  - A copy whose size and mtime match the last check reuses the sha256 recorded then (C(.sparkforge-sha256.json)
+    in O(wheel_dir)); O(rehash) reads every copy again.
   - Installs, with C(pip install --no-index --find-links --force-reinstall --no-deps), only the wheels whose
     bytes the venv does not hold yet. The record O(venv)/sparkforge-wheels.json says which it holds; it is
     written only after pip succeeded, so a host killed halfway installs again on the next run.
@@ -44,6 +47,17 @@ options:
     description: The interpreter that creates the venv when it does not exist.
     type: str
     default: python3
+  copies:
+    description:
+      - What a missing or different copy means. V(fail) fails naming it; V(report) installs nothing and returns
+        the files to copy in RV(to_copy).
+    type: str
+    choices: [fail, report]
+    default: fail
+  rehash:
+    description: Read every copy's bytes again, even those whose size and mtime match the last check.
+    type: bool
+    default: false
 attributes:
   check_mode:
     support: full
@@ -62,8 +76,13 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+to_copy:
+  description: The wheel files missing from O(wheel_dir) or different from the builder's (empty when all are right).
+  returned: success
+  type: list
+  elements: str
 installed:
-  description: Wheel name to sha256, what the venv holds now.
+  description: Wheel name to sha256, what the venv holds now (with copies to make, what it held before this run).
   returned: success
   type: dict
 wheel_sha256:
@@ -92,6 +111,8 @@ def main():
             wheels=dict(type="list", elements="dict", required=True),
             pip_extra_args=dict(type="str", default=""),
             python=dict(type="str", default="python3"),
+            copies=dict(type="str", choices=["fail", "report"], default="fail"),
+            rehash=dict(type="bool", default=False),
         ),
         supports_check_mode=True,
     )
@@ -99,15 +120,20 @@ def main():
     incomplete = [w for w in p["wheels"] if not all(w.get(k) for k in ("name", "file", "sha256"))]
     if incomplete:
         module.fail_json(msg="wheel entries need name, file and sha256: %s" % incomplete)
-    bad = fw.check_copies(p["wheel_dir"], p["wheels"])
+    hashes = fw.HashCache(p["wheel_dir"], rehash=p["rehash"], write=not module.check_mode)
+    bad = fw.check_copies(p["wheel_dir"], p["wheels"], hashes)
+    hashes.save()
+    record_path = os.path.join(p["venv"], fw.RECORD_NAME)
+    before = fw.read_record(record_path)
+    if bad and p["copies"] == "report":
+        module.exit_json(changed=False, to_copy=[b[0] for b in bad], installed=before, reinstalled=[],
+                         wheel_sha256=dict((w["file"], w["sha256"]) for w in p["wheels"]))
     if bad:
         module.fail_json(msg="the class's wheels on this host are not the builder's, nothing installed: %s"
                          % "; ".join("%s %s" % item for item in bad), mismatches=[b[0] for b in bad])
-    record_path = os.path.join(p["venv"], fw.RECORD_NAME)
-    before = fw.read_record(record_path)
     todo = fw.to_install(p["wheels"], before)
     after = dict((w["name"], w["sha256"]) for w in p["wheels"])
-    result = dict(changed=bool(todo) or before != after, installed=after, reinstalled=[w["name"] for w in todo],
+    result = dict(changed=bool(todo) or before != after, to_copy=[], installed=after, reinstalled=[w["name"] for w in todo],
                   wheel_sha256=dict((w["file"], w["sha256"]) for w in p["wheels"]),
                   diff=dict(before=before, after=after, before_header=record_path, after_header=record_path))
     if module.check_mode or not result["changed"]:

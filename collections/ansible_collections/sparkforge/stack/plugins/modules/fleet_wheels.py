@@ -49,6 +49,13 @@ options:
     description: Environment for pip (C(PIP_INDEX_URL), C(PIP_FIND_LINKS), proxies).
     type: dict
     default: {}
+  rehash:
+    description:
+      - Read every wheel's bytes again. By default a wheel whose size and mtime match the last run's reuses the
+        sha256 recorded then, in C(.sparkforge-sha256.json) next to it, so a no-op rerun does not read
+        gigabytes of wheels.
+    type: bool
+    default: false
 attributes:
   check_mode:
     support: full
@@ -104,6 +111,7 @@ def main():
             dependencies_dir=dict(type="path", required=True),
             python=dict(type="path", required=True),
             pip_env=dict(type="dict", default={}),
+            rehash=dict(type="bool", default=False),
         ),
         supports_check_mode=True,
     )
@@ -112,11 +120,14 @@ def main():
     def run(argv, env):
         return module.run_command(argv, environ_update=dict((str(k), str(v)) for k, v in env.items()))
 
+    # An unchanged wheel's sha256 comes from the cache next to it (same size and mtime).
+    hashes = fw.Hashes(rehash=p["rehash"], write=not module.check_mode)
     try:
         artifacts = fw.build_artifacts(p["triton"], p["torch"], p["domains"])
         deps_dir, deps, resolved = fw.resolve_dependencies(run, p["python"], p["dependencies_dir"], artifacts,
-                                                           p["pip_env"], module.check_mode)
-        wheels = fw.describe(artifacts + deps)
+                                                           p["pip_env"], module.check_mode, hashes)
+        wheels = fw.describe(artifacts + deps, hashes)
+        hashes.save()
     except (fw.FleetWheelError, IOError, OSError) as exc:
         module.fail_json(msg=str(exc))
     # The wheels already exist; only a new dependency resolution writes anything.

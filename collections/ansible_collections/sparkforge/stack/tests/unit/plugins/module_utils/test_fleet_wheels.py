@@ -146,6 +146,56 @@ def test_copies_checked_and_only_changed_wheels_installed(built, tmp_path):
     assert not os.path.exists(record + ".tmp")
 
 
+def test_hash_cache_reads_a_file_again_only_when_its_size_or_mtime_changed(built, tmp_path):
+    wheels = fw.describe(fw.build_artifacts(built["triton"], built["torch"]))
+    host_dir = tmp_path / "host"
+    host_dir.mkdir()
+    for w in wheels:
+        with open(w["path"], "rb") as src, open(str(host_dir / w["file"]), "wb") as dst:
+            dst.write(src.read())
+    first = fw.HashCache(str(host_dir))
+    assert fw.check_copies(str(host_dir), wheels, first) == []
+    assert sorted(first.hashed) == sorted(w["file"] for w in wheels)
+    first.save()
+    cache_file = host_dir / fw.HASH_CACHE_NAME
+    assert sorted(json.loads(cache_file.read_text())) == sorted(w["file"] for w in wheels)
+
+    again = fw.HashCache(str(host_dir))
+    assert fw.check_copies(str(host_dir), wheels, again) == [] and again.hashed == []
+    again.save()  # nothing read, nothing to write
+
+    # Same size, new bytes and a new mtime: read again, and the change is found.
+    torch_copy = str(host_dir / wheels[1]["file"])
+    data = bytearray(open(torch_copy, "rb").read())
+    data[-1] ^= 0xFF
+    with open(torch_copy, "wb") as handle:
+        handle.write(bytes(data))
+    st = os.stat(torch_copy)
+    os.utime(torch_copy, ns=(st.st_atime_ns, st.st_mtime_ns + 1000))
+    changed = fw.HashCache(str(host_dir))
+    bad = fw.check_copies(str(host_dir), wheels, changed)
+    assert [b[0] for b in bad] == [wheels[1]["file"]] and changed.hashed == [wheels[1]["file"]]
+
+    # rehash reads everything; check mode (write=False) leaves the cache file as it was.
+    before = cache_file.read_text()
+    full = fw.HashCache(str(host_dir), rehash=True, write=False)
+    fw.check_copies(str(host_dir), wheels, full)
+    assert sorted(full.hashed) == sorted(w["file"] for w in wheels)
+    full.save()
+    assert cache_file.read_text() == before
+
+
+def test_a_corrupt_hash_cache_is_ignored(built, tmp_path):
+    directory = os.path.dirname(built["triton"]["wheel"])
+    with open(os.path.join(directory, fw.HASH_CACHE_NAME), "w") as handle:
+        handle.write("[not a dict")
+    hashes = fw.Hashes()
+    wheels = fw.describe(fw.build_artifacts(built["triton"]), hashes)
+    assert wheels[0]["sha256"] == sha(built["triton"]["wheel"]) and hashes.hashed() == [wheels[0]["file"]]
+    hashes.save()
+    assert fw.Hashes().sha256(built["triton"]["wheel"]) == wheels[0]["sha256"]
+
+
 def test_install_argv_is_offline_and_exact(tmp_path):
     argv = fw.install_argv("/v/bin/python", "/w", [{"file": "a.whl"}], "--no-compile --quiet")
     assert argv == ["/v/bin/python", "-m", "pip", "install", "--disable-pip-version-check", "--no-index",
