@@ -87,7 +87,7 @@ installed:
   type: dict
 wheel_sha256:
   description: Wheel file name to sha256 (collected by the Python API into HostResult.wheels).
-  returned: success
+  returned: success, except with O(copies=report) when RV(to_copy) is not empty
   type: dict
 reinstalled:
   description: The wheel names installed in this run.
@@ -126,8 +126,8 @@ def main():
     record_path = os.path.join(p["venv"], fw.RECORD_NAME)
     before = fw.read_record(record_path)
     if bad and p["copies"] == "report":
-        module.exit_json(changed=False, to_copy=[b[0] for b in bad], installed=before, reinstalled=[],
-                         wheel_sha256=dict((w["file"], w["sha256"]) for w in p["wheels"]))
+        # No wheel_sha256 here: the host does not hold these wheels yet (the API reads it as installed).
+        module.exit_json(changed=False, to_copy=[b[0] for b in bad], installed=before, reinstalled=[])
     if bad:
         module.fail_json(msg="the class's wheels on this host are not the builder's, nothing installed: %s"
                          % "; ".join("%s %s" % item for item in bad), mismatches=[b[0] for b in bad])
