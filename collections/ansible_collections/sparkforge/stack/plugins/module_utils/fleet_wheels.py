@@ -24,7 +24,7 @@ import os
 import shlex
 import shutil
 
-from ansible_collections.sparkforge.stack.plugins.module_utils.build_common import sha256_file
+from ansible_collections.sparkforge.stack.plugins.module_utils.build_common import atomic_write_text, sha256_file
 
 RECORD_NAME = "sparkforge-wheels.json"
 # Next to the wheels: the sha256 each file had at a size and mtime, so an unchanged wheel is not
@@ -118,10 +118,7 @@ class HashCache:
             return
         live = dict((k, v) for k, v in self.entries.items()
                     if os.path.isfile(os.path.join(os.path.dirname(self.path), k)))
-        tmp = self.path + ".tmp"
-        with open(tmp, "w") as handle:
-            json.dump(live, handle, indent=1, sort_keys=True)
-        os.rename(tmp, self.path)
+        atomic_write_text(self.path, json.dumps(live, indent=1, sort_keys=True))
         self.dirty = False
 
 
