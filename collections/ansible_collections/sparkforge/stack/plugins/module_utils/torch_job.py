@@ -34,6 +34,7 @@ from ansible_collections.sparkforge.stack.plugins.module_utils.build_common impo
     sha256_file,
 )
 from ansible_collections.sparkforge.stack.plugins.module_utils import git_fetch
+from ansible_collections.sparkforge.stack.plugins.module_utils import repro
 from ansible_collections.sparkforge.stack.plugins.module_utils import torch_build as tb
 
 
@@ -124,6 +125,7 @@ class TorchWheelJob:
         if published:
             wheel, manifest, mdata = published
             result.update(wheel=wheel, manifest=manifest, sha256=mdata.get("sha256"), fixes=mdata.get("fixes", []),
+                          reproducible=mdata.get("reproducible"),
                           plan="a wheel with the same cache key is published (%s): nothing to do" % os.path.basename(wheel))
             return result
         plan["why"] = "force: rebuilding" if self.p["force"] else "no published wheel has cache key %s" % plan["key"][:12]
@@ -133,7 +135,9 @@ class TorchWheelJob:
                               plan["version"], (plan["commit"] or plan["ref"])[:12], plan["arch"]["arch_list"],
                               plan["why"]))
             return result
-        result.update(self.build_and_publish(plan))
+        built = self.build_and_publish(plan)
+        result["warnings"] = result["warnings"] + built.pop("leak_warnings")
+        result.update(built)
         return result
 
     def plan(self, check_mode):
@@ -222,7 +226,7 @@ class TorchWheelJob:
             "commit": commit, "version": version, "build_number": p["build_number"],
             "arch_list": arch["arch_list"], "features": features, "env": tb.output_env(env),
             "fixes": fix_defs, "patches": dict((os.path.basename(k), v) for k, v in patches.items()),
-            "toolchain": toolchain, "python": py_version,
+            "toolchain": toolchain, "python": py_version, "reproducible": repro.SCHEME,
         }
         key = tb.build_key(key_inputs)
         pairing = dict((k, release.get(k)) for k in ("triton", "torchvision", "torchaudio"))
@@ -285,12 +289,14 @@ class TorchWheelJob:
                     "%Y-%m-%dT%H:%M:%S", time.localtime(started)),
                 "finished": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(finished)),
                 "duration_s": round(finished - started, 1), "log": log_path,
+                "reproducible": built["reproducible"],
             }
             manifest = wheel + ".manifest.json"
             atomic_write_text(manifest, json.dumps(manifest_data, indent=1, sort_keys=True) + "\n")
             status.finish("done", "published %s" % os.path.basename(wheel))
         return dict(changed=True, wheel=wheel, sha256=digest, manifest=manifest, fixes=built["fixes"],
-                    duration_s=round(finished - started, 1),
+                    duration_s=round(finished - started, 1), reproducible=built["reproducible"],
+                    leak_warnings=repro.leak_warnings(os.path.basename(wheel), built["reproducible"]),
                     plan="built torch %s (%s) for %s: %s" % (version, commit[:12], arch["arch_list"], why))
 
 
@@ -330,9 +336,14 @@ def build(p, status, env, src_dir, commit, ref, cloned, fix_names, fixes_data, p
     if os.path.isdir(out_dir):
         shutil.rmtree(out_dir)
     makedirs(out_dir)
+    # Same key, same bytes: the commit's time, the build's paths mapped to fixed names (not in the
+    # key: they change nothing once mapped), and the wheel normalised below.
+    epoch, maps, wheel_env = repro.build_settings(src_dir, commit, [
+        (p["build_dir"], repro.MAPPED_ROOT + "/build"), (src_dir, repro.MAPPED_ROOT + "/src"),
+        (env.get("TMPDIR"), "/tmp")], env)
     run_logged([p["python"], "-m", "pip", "wheel", ".", "--no-build-isolation", "--no-deps",
                 "--disable-pip-version-check", "-v", "-w", out_dir], log_path, "build", status, cwd=src_dir,
-               env=env)
+               env=wheel_env)
     wheels = [w for w in os.listdir(out_dir) if w.endswith(".whl")]
     if len(wheels) != 1:
         raise BuildError("pip wheel produced %d wheels in %s (expected one): see %s" % (len(wheels), out_dir,
@@ -340,4 +351,9 @@ def build(p, status, env, src_dir, commit, ref, cloned, fix_names, fixes_data, p
     if not tb.wheel_matches(wheels[0], version):
         raise BuildError("the built wheel %s does not carry version %s: PYTORCH_BUILD_VERSION was not honoured"
                          % (wheels[0], version))
-    return {"wheel": os.path.join(out_dir, wheels[0]), "fixes": fixes}
+    wheel = os.path.join(out_dir, wheels[0])
+    status.phase("normalize")
+    record = repro.finish_wheel(wheel, epoch, maps, {
+        "build_dir": os.path.realpath(p["build_dir"]), "src_dir": os.path.realpath(src_dir),
+        "home": env.get("HOME") if env.get("HOME") not in (None, "", "/") else None, "host_name": platform.node()})
+    return {"wheel": wheel, "fixes": fixes, "reproducible": record}

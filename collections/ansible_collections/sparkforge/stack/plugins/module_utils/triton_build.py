@@ -27,6 +27,7 @@ import re
 import subprocess
 import threading
 
+from ansible_collections.sparkforge.stack.plugins.module_utils import repro
 from ansible_collections.sparkforge.stack.plugins.module_utils.build_common import (
     BuildError,
     cache_key,
@@ -236,6 +237,7 @@ def llvm_key_inputs(llvm_commit, projects, targets, build_type, assertions, comp
         "assertions": bool(assertions),
         "compiler": compiler_version,
         "extra_cmake_args": list(extra_args or []),
+        "reproducible": repro.SCHEME,
     }
 
 
@@ -257,6 +259,7 @@ def triton_key_inputs(triton_commit, triton_version, llvm_key, python_version, c
         "compiler": compiler_version,
         "ptxas": ptxas_version,
         "extra_env": dict(extra_env or {}),
+        "reproducible": repro.SCHEME,
     }
 
 

@@ -16,6 +16,7 @@ import glob
 import hashlib
 import json
 import os
+import platform
 import shutil
 import sys
 import time
@@ -36,6 +37,7 @@ from ansible_collections.sparkforge.stack.plugins.module_utils.build_common impo
     sha256_file,
 )
 from ansible_collections.sparkforge.stack.plugins.module_utils import git_fetch
+from ansible_collections.sparkforge.stack.plugins.module_utils import repro
 from ansible_collections.sparkforge.stack.plugins.module_utils import triton_build as tb
 from ansible_collections.sparkforge.stack.plugins.module_utils.triton_build import (
     find_record,
@@ -246,7 +248,7 @@ class TritonLlvmJob:
             if not plan["triton"]["build"]:
                 record = self.record
                 result.update(wheel=os.path.join(self.wheel_dir, record["wheel"]), wheel_sha256=record["sha256"],
-                              built=[], log=record.get("log"))
+                              built=[], log=record.get("log"), reproducible=record.get("reproducible"))
             elif check_mode:
                 result.update(changed=True, built=[], wheel=None, log=None)
             else:
@@ -281,7 +283,8 @@ class TritonLlvmJob:
             raise fail("phase '%s' failed: %s" % (phase, exc), log=self.log, phase=phase,
                        log_tail=log_tail(self.log))
         status.finish("done", "published %s" % os.path.basename(wheel))
-        return dict(changed=True, log=self.log, wheel=wheel, wheel_sha256=record["sha256"], built=built)
+        return dict(changed=True, log=self.log, wheel=wheel, wheel_sha256=record["sha256"], built=built,
+                    reproducible=record["reproducible"])
 
     # --- the build ----------------------------------------------------------------------------
     def build(self, status):
@@ -312,6 +315,7 @@ class TritonLlvmJob:
         env.update(tb.triton_build_env(self.llvm_prefix, version, p["ptxas_path"], self.jobs_triton,
                                        json_syspath=p["json_syspath"], ccache=p["ccache"],
                                        extra_env=p["extra_env"]))
+        epoch, maps, env = repro.build_settings(self.triton_checkout, self.source.commit, self.mapped_dirs(), env)
         dist = os.path.join(self.work_dir, "dist", "triton-%s" % self.triton_key[:16])
         if os.path.isdir(dist):
             shutil.rmtree(dist)
@@ -328,9 +332,11 @@ class TritonLlvmJob:
         name = os.path.basename(wheels[0])
         if version and not tb.wheel_version_matches(name, version):
             raise BuildError("the wheel %s does not carry version %s" % (name, version))
+        reproducible = repro.finish_wheel(wheels[0], epoch, maps, self.leak_needles())
         digest = sha256_file(wheels[0])
         published = atomic_publish(wheels[0], self.wheel_dir)
         record = {
+            "reproducible": reproducible,
             "wheel": name, "sha256": digest, "cache_key": self.triton_key, "llvm_cache_key": self.llvm_key,
             "triton_commit": self.source.commit, "triton_version": version, "llvm_commit": self.llvm_commit,
             "llvm_prefix": self.llvm_prefix, "log": log,
@@ -339,16 +345,31 @@ class TritonLlvmJob:
         atomic_write_text(tb.record_path(self.wheel_dir, name), json.dumps(record, indent=1, sort_keys=True) + "\n")
         return built, published, record
 
+    def mapped_dirs(self):
+        """The directories whose names a build could record, each with the fixed name it gets."""
+        p = self.p
+        return [(self.work_dir, repro.MAPPED_ROOT + "/work"), (p["triton_src"], repro.MAPPED_ROOT + "/triton"),
+                (p["llvm_src"], repro.MAPPED_ROOT + "/llvm"), (self.llvm_prefix, repro.MAPPED_ROOT + "/llvm-install"),
+                (os.environ.get("TMPDIR"), "/tmp")]
+
+    def leak_needles(self):
+        home = os.path.expanduser("~")
+        return {"work_dir": os.path.realpath(self.work_dir), "llvm_prefix": os.path.realpath(self.llvm_prefix),
+                "home": home if home not in ("", "/") else None, "host_name": platform.node()}
+
     def build_llvm(self, status):
         p = self.p
         log = self.log
         build_dir = tb.llvm_build_dir(self.work_dir, self.llvm_key)
+        # Triton links LLVM's static libraries in: their recorded paths (assertions print __FILE__) must
+        # not depend on where this builder keeps its work.
+        _epoch, _maps, env = repro.build_settings(self.llvm_checkout, "HEAD", self.mapped_dirs(), os.environ)
         if not os.path.isfile(os.path.join(build_dir, "build.ninja")):
             cmd = tb.llvm_cmake_command(self.llvm_checkout, build_dir, self.llvm_prefix, p["llvm_projects"],
                                         p["llvm_targets"], p["build_type"], p["assertions"], p["ccache"],
                                         self.jobs_llvm, p["llvm_cmake_args"])
-            run_logged(cmd, log, "llvm-configure", status)
-        run_logged(["ninja", "-C", build_dir, "-j", str(self.jobs_llvm)], log, "llvm-build", status)
+            run_logged(cmd, log, "llvm-configure", status, env=env)
+        run_logged(["ninja", "-C", build_dir, "-j", str(self.jobs_llvm)], log, "llvm-build", status, env=env)
         stamp_path = os.path.join(self.llvm_prefix, tb.LLVM_STAMP)
         if self.stamp and os.path.isdir(self.llvm_prefix):
             # We own this prefix (our stamp is there): clear the other build out before installing.

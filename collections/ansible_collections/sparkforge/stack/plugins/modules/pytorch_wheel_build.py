@@ -232,6 +232,15 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+reproducible:
+  description:
+    - How the wheel was made reproducible (the same cache key gives the same sha256 on any builder).
+    - Keys C(source_date_epoch) (the source commit's time), C(prefix_maps) (build paths and the fixed names the
+      compilers record instead), C(normalized) (entries, nvcc temporary names made fixed, the entry time)
+      and C(leaks) (build paths or the host name the wheel still carries; each is also a warning). Also in
+      the wheel's manifest.
+  returned: when a wheel is built or reused
+  type: dict
 version:
   description: The PyTorch release built (also the wheel version).
   returned: always

@@ -186,6 +186,14 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+reproducible:
+  description:
+    - How the wheel was made reproducible (the same cache key gives the same sha256 on any builder).
+    - Keys C(source_date_epoch) (the Triton commit's time), C(prefix_maps) (build paths and the fixed names the
+      compilers record instead), C(normalized) (entries, nvcc temporary names made fixed, the entry time)
+      and C(leaks) (build paths or the host name the wheel still carries; each is also a warning).
+  returned: when a wheel is built or reused
+  type: dict
 wheel:
   description: Path of the published wheel (or, in check mode, of the wheel that is already up to date).
   returned: success
@@ -261,8 +269,11 @@ error_lines:
   elements: str
 """
 
+import os
+
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.sparkforge.stack.plugins.module_utils.build_common import JobFailed
+from ansible_collections.sparkforge.stack.plugins.module_utils import repro
 from ansible_collections.sparkforge.stack.plugins.module_utils import triton_build as tb
 from ansible_collections.sparkforge.stack.plugins.module_utils.triton_job import TritonLlvmJob
 
@@ -304,6 +315,8 @@ def main():
         result = TritonLlvmJob(module.params).run(check_mode=module.check_mode, diff=module._diff)
     except JobFailed as exc:
         module.fail_json(msg=exc.msg, **exc.result)
+    for warning in repro.leak_warnings(os.path.basename(result.get("wheel") or ""), result.get("reproducible") or {}):
+        module.warn(warning)
     module.exit_json(**result)
 
 
