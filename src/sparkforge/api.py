@@ -200,6 +200,8 @@ class RunResult:
     artifacts_dir: Optional[str] = None
     warnings: List[str] = field(default_factory=list)
     stats: Dict[str, Any] = field(default_factory=dict)
+    # status and rollback: one row per host, what it runs against the controller's generations.
+    generations: List[Dict[str, Any]] = field(default_factory=list)
 
     @property
     def ok(self):
@@ -399,6 +401,7 @@ class _Collector:
         self.errors = []
         self.warnings = []
         self.current_task = {}
+        self.generations = []
 
     def host(self, name):
         if name not in self.hosts:
@@ -463,6 +466,8 @@ class _Collector:
             if kind == "runner_on_async_poll":
                 return
             if kind in ("runner_on_ok", "runner_on_async_ok") and isinstance(res, dict):
+                if str(action or "").endswith("fleet_status") and isinstance(res.get("rows"), list):
+                    self.generations = res["rows"]
                 result.wheels.update(extract_wheels(res))
                 for path in extract_reports(res):
                     if path not in result.reports:
@@ -769,7 +774,7 @@ def run_playbook(action, inventory, playbook=None, limit=None, extravars=None, c
             pass
         result = RunResult(action=action, status=runner.status, rc=runner.rc if runner.rc is not None else -1,
                            hosts=hosts, duration_s=round(time.monotonic() - started, 2),
-                           warnings=collector.warnings, stats=collector.stats,
+                           warnings=collector.warnings, stats=collector.stats, generations=collector.generations,
                            artifacts_dir=workdir if keep else None, **common)
         if runner.status in ("canceled", "timeout"):
             result.error = "run %s after %.0fs" % (runner.status, result.duration_s)
@@ -810,6 +815,31 @@ def verify(inventory, limit=None, extravars=None, on_event=None, playbook=None, 
     """Run the verify part of the playbook (tag ``verify``)."""
     return run_playbook("verify", inventory, playbook=playbook, limit=limit, extravars=extravars,
                         tags=tags, on_event=on_event, **kwargs)
+
+
+def status(inventory, limit=None, extravars=None, on_event=None, playbook=None, **kwargs):
+    """What every host runs, read from the hosts (their generation record and venv), against the
+    controller's generations: ``RunResult.generations`` has a row per host with its verdict."""
+    kwargs.pop("check", None)
+    return run_playbook("status", inventory, playbook=playbook or os.path.join("playbooks", "status.yml"),
+                        limit=limit, extravars=extravars, on_event=on_event, **kwargs)
+
+
+def rollback(inventory, to=None, limit=None, extravars=None, on_event=None, playbook=None, **kwargs):
+    """Put hosts back on generation ``to`` of their class (default: each host's previous one).  Every
+    target is checked before any host changes; ``RunResult.generations`` is the status after."""
+    try:
+        extra = parse_extravars([extravars] if isinstance(extravars, (dict, str)) else extravars)
+    except (ValueError, OSError, yaml.YAMLError) as exc:
+        return _error_result("rollback", str(exc), inventory=inventory, limit=limit)
+    if to is not None:
+        if not str(to).isdigit() or int(to) < 1:
+            return _error_result("rollback", "--to takes a generation number (1, 2, ...), got %r" % (to,),
+                                 inventory=inventory, limit=limit)
+        extra["sparkforge_rollback_to"] = int(to)
+    kwargs.pop("check", None)
+    return run_playbook("rollback", inventory, playbook=playbook or os.path.join("playbooks", "rollback.yml"),
+                        limit=limit, extravars=extra, on_event=on_event, **kwargs)
 
 
 class RunStream:

@@ -1,4 +1,4 @@
-"""``sparkforge plan|provision|verify|report|versions``: the command line over sparkforge.api.
+"""``sparkforge plan|provision|verify|status|rollback|report|versions``: the command line over sparkforge.api.
 
 Exit codes (scripts can rely on them):
 
@@ -154,6 +154,8 @@ def _print_summary(result, out):
                                                      host.skipped))
     if result.action == "plan":
         _print_sources(result, write)
+    if result.action in ("status", "rollback"):
+        _print_generations(result, write)
     for name in sorted(result.hosts):
         host = result.hosts[name]
         if result.action == "plan" and host.plan is not None:
@@ -186,6 +188,20 @@ def _print_sources(result, write):
     write("\nsources:\n")
     for row in rows:
         write("  " + "  ".join(str(c)[:90].ljust(w) for c, w in zip(row, widths)).rstrip() + "\n")
+
+
+def _print_generations(result, write):
+    """One line per host: its class, generation, state and verdict against the controller's record."""
+    rows = [("HOST", "CLASS", "GENERATION", "STATE", "VERDICT")]
+    for row in result.generations:
+        rows.append((row.get("host"), row.get("class") or "-", "-" if row.get("generation") is None
+                     else str(row["generation"]), row.get("state") or "-", row.get("verdict") or ""))
+    if len(rows) == 1:
+        return
+    widths = [max(len(str(r[i])) for r in rows) for i in range(5)]
+    write("\ngenerations:\n")
+    for row in rows:
+        write("  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip() + "\n")
 
 
 def _print_report(rep, out):
@@ -241,6 +257,11 @@ def build_parser():
                 False)
     run_options(sub.add_parser("provision", help="run the playbook"), True)
     run_options(sub.add_parser("verify", help="run the verify part (tag verify)"), False)
+    run_options(sub.add_parser("status", help="each host's generation, read from the host, against the controller's"),
+                False)
+    back = sub.add_parser("rollback", help="put hosts back on an earlier generation (default: each one's previous)")
+    run_options(back, False)
+    back.add_argument("--to", metavar="G", help="the generation to go back to")
     versions.add_parser(sub)
     rep = sub.add_parser("report", help="show reports/<run>/ (the newest run by default)")
     rep.add_argument("--run", help="run id (a directory name under reports/)")
@@ -295,6 +316,10 @@ def main(argv=None, stdout=None, stderr=None):
     try:
         if args.command == "plan":
             result = api.plan(inventory, **kwargs)
+        elif args.command == "status":
+            result = api.status(inventory, **kwargs)
+        elif args.command == "rollback":
+            result = api.rollback(inventory, to=args.to, **kwargs)
         elif args.command == "verify":
             result = api.verify(inventory, **kwargs)
         else:

@@ -57,7 +57,7 @@ def key_inputs(p, commit, python_id):
 
 
 def find_published(wheel_dir, name, key):
-    """(wheel, manifest data) published with this key, whole (its sha256 checked), or None."""
+    """(wheel, manifest data) published with this key, whole (its sha256 checked), or (None, None)."""
     for path in sorted(glob.glob(os.path.join(wheel_dir, "%s-*.whl.manifest.json" % name))):
         try:
             with open(path) as handle:
@@ -67,7 +67,7 @@ def find_published(wheel_dir, name, key):
         wheel = path[:-len(".manifest.json")]
         if data.get("cache_key") == key and os.path.isfile(wheel) and sha256_file(wheel) == data.get("sha256"):
             return wheel, data
-    return None
+    return None, None
 
 
 def run(p, check_mode=False):
@@ -80,10 +80,8 @@ def run(p, check_mode=False):
     key = cache_key(key_in)
     log = p["log_file"] or os.path.join(os.path.dirname(os.path.abspath(src)), "%s-build.log" % p["name"])
     result = dict(changed=False, name=p["name"], version=p["version"], commit=commit, cache_key=key, log=log)
-    published = None if p["force"] else (find_published(wheel_dir, p["name"], key) if os.path.isdir(wheel_dir)
-                                         else None)
-    if published:
-        wheel, data = published
+    wheel, data = (None, None) if p["force"] else find_published(wheel_dir, p["name"], key)
+    if wheel:
         result.update(wheel=wheel, sha256=data["sha256"], reproducible=data.get("reproducible"),
                       plan="%s is published with this cache key: nothing to do" % os.path.basename(wheel))
         return result

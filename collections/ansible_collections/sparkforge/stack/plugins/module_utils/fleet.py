@@ -13,7 +13,9 @@ build thresholds.  A class without a possible builder is an error with the reaso
 
 The class id is readable and changes whenever any of the inputs change, so
 changing one class's arch list gives that class (and only it) a new id and a new
-place in the wheelhouse.
+place in the wheelhouse.  The *lineage* id covers the platform fields only (CPU
+architecture, GPUs, OS, Python, CUDA major): it stays when a torch upgrade makes a
+new class, and a class's generations (module_utils/generations.py) follow it.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -83,6 +85,19 @@ def class_id(key, platform_class=""):
     return "-".join(p for p in parts if p) + "-" + digest[:8]
 
 
+# What stays the same when a class's build inputs change (torch version, arch list, Triton): the
+# hosts themselves. A class's generations follow this lineage across upgrades.
+PLATFORM_FIELDS = ("arch", "capabilities", "os", "python", "cuda_major")
+
+
+def lineage_id(key, platform_class=""):
+    """The id of a class's lineage: its class id's readable part and 8 hex of the platform fields only."""
+    platform = dict((k, key[k]) for k in PLATFORM_FIELDS)
+    readable = class_id(key, platform_class).rsplit("-", 1)[0]
+    digest = hashlib.sha256(json.dumps(platform, sort_keys=True, separators=(",", ":")).encode("utf-8")).hexdigest()
+    return "%s-%s" % (readable, digest[:8])
+
+
 def plan_fleet(hosts, order, builders=(), source_build=True):
     """Group hosts into classes and pick each class's builder.
 
@@ -106,6 +121,7 @@ def plan_fleet(hosts, order, builders=(), source_build=True):
         key = class_key(host)
         cid = class_id(key, host.get("platform_class", ""))
         entry = classes.setdefault(cid, {"id": cid, "platform_class": host.get("platform_class", ""),
+                                         "lineage": lineage_id(key, host.get("platform_class", "")),
                                          "key": key, "hosts": [], "builder": None, "builder_why": "",
                                          "error": None})
         entry["hosts"].append(name)
@@ -142,8 +158,8 @@ def plan_fleet(hosts, order, builders=(), source_build=True):
     result_hosts = {}
     for cid, entry in classes.items():
         for h in entry["hosts"]:
-            result_hosts[h] = {"class": cid, "builder_host": entry["builder"], "builder": entry["builder"] == h,
-                               "error": entry["error"]}
+            result_hosts[h] = {"class": cid, "lineage": entry["lineage"], "builder_host": entry["builder"],
+                               "builder": entry["builder"] == h, "error": entry["error"]}
     return {"classes": classes, "hosts": result_hosts, "errors": errors, "lines": render(classes)}
 
 

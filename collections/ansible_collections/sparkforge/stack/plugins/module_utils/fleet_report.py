@@ -38,9 +38,13 @@ def summarize(hosts):
             "state": state or "failed",
             "error": error,
             "class": raw.get("class") or None,
+            "lineage": raw.get("lineage") or None,
             "builder": bool(raw.get("builder")),
             "builds": list(raw.get("builds") or []),
             "wheels": dict(raw.get("wheels") or {}),
+            # The generation of its class the host ends on, and how it got there (rollouts).
+            "generation": raw.get("generation"),
+            "how": raw.get("how"),
         }
     return out
 
@@ -53,7 +57,12 @@ def render(summary):
         if entry["builder"]:
             builder = " (builder, built: %s)" % (", ".join(entry["builds"]) or "nothing")
         error = ": %s" % entry["error"] if entry["error"] else ""
-        lines.append("%-20s %-11s %s%s%s" % (name, entry["state"], entry["class"] or "-", builder, error))
+        generation = ""
+        if entry.get("generation") is not None:
+            generation = " generation %s" % entry["generation"]
+            if entry.get("how"):
+                generation += " (%s)" % entry["how"]
+        lines.append("%-20s %-11s %s%s%s%s" % (name, entry["state"], entry["class"] or "-", generation, builder, error))
         for wheel, sha in entry["wheels"].items():
             lines.append("    %-12s sha256 %s" % (wheel, sha))
     return lines

@@ -190,14 +190,39 @@ def resolve_dependencies(run, python, root, artifacts, env=None, check_mode=Fals
     return dest, deps, resolved
 
 
+# The build record next to an artifact (pytorch_wheel_build/domain_wheel_build, triton_llvm_build), and
+# what of it a generation keeps: enough to say what was built from what, not the whole environment.
+MANIFEST_SUFFIXES = (".manifest.json", ".sparkforge.json")
+MANIFEST_KEYS = ("cache_key", "commit", "triton_commit", "llvm_commit", "torch_version", "triton_version",
+                 "version", "arch_list", "fixes", "toolchain", "python", "reproducible", "acceptance", "finished",
+                 "built_at")
+
+
+def build_manifest(path):
+    """The summary of an artifact's build record, or None when it has none."""
+    for suffix in MANIFEST_SUFFIXES:
+        try:
+            with open(path + suffix) as handle:
+                data = json.load(handle)
+        except (IOError, OSError, ValueError):
+            continue
+        if isinstance(data, dict):
+            return dict((k, data[k]) for k in MANIFEST_KEYS if k in data)
+    return None
+
+
 def describe(wheels, hashes=None):
-    """The class's wheel list as published: name, kind, wheelhouse dir, file, sha256, cache key."""
+    """The class's wheel list as published: name, kind, wheelhouse dir, file, sha256, cache key, and the
+    summary of each artifact's build record (``manifest``)."""
     hashes = hashes or Hashes(write=False)
     out = []
     for item in wheels:
-        out.append({"name": item["name"], "kind": item.get("kind", "artifact"),
-                    "dir": "%s-%s" % (item["name"], item["key"][:16]), "file": os.path.basename(item["path"]),
-                    "path": item["path"], "sha256": hashes.sha256(item["path"]), "cache_key": item["key"]})
+        entry = {"name": item["name"], "kind": item.get("kind", "artifact"),
+                 "dir": "%s-%s" % (item["name"], item["key"][:16]), "file": os.path.basename(item["path"]),
+                 "path": item["path"], "sha256": hashes.sha256(item["path"]), "cache_key": item["key"]}
+        if entry["kind"] == "artifact":
+            entry["manifest"] = build_manifest(item["path"])
+        out.append(entry)
     return out
 
 

@@ -86,11 +86,13 @@ classes:
       builder_why: first host of the class that can build; no host of the builders group is in this class
       error: null
 hosts:
-  description: Host name to its class id, its class's builder, whether it is the builder, and its class's error.
+  description: Host name to its class id, its class's lineage (the platform part of the class, which a torch
+    upgrade keeps; generations follow it), its class's builder, whether it is the builder, and its class's error.
   returned: always
   type: dict
   sample:
-    spark-02: {class: dgx_spark-aarch64-sm121-py312-1a2b3c4d, builder_host: spark-01, builder: false, error: null}
+    spark-02: {class: dgx_spark-aarch64-sm121-py312-1a2b3c4d, lineage: dgx_spark-aarch64-sm121-py312-5e6f7a8b,
+               builder_host: spark-01, builder: false, error: null}
 errors:
   description: One message per class that has no possible builder (what is missing and what to do).
   returned: always

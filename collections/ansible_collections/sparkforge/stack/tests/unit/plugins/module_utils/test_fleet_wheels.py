@@ -118,7 +118,17 @@ def test_describe_publishes_dir_file_and_sha256(built):
     wheels = fw.describe(fw.build_artifacts(built["triton"]))
     assert wheels == [{"name": "triton", "kind": "artifact", "dir": "triton-" + "t" * 16,
                        "file": "triton-3.6.0-py3-none-any.whl", "path": built["triton"]["wheel"],
-                       "sha256": sha(built["triton"]["wheel"]), "cache_key": "t" * 64}]
+                       "sha256": sha(built["triton"]["wheel"]), "cache_key": "t" * 64, "manifest": None}]
+    # With its build record beside it, the summary of the record travels with the wheel (into a generation).
+    record = {"cache_key": "t" * 64, "triton_commit": "c" * 40, "reproducible": {"leaks": []}, "log": "/x.log",
+              "inputs": {"big": "not kept"}}
+    with open(built["triton"]["wheel"] + ".sparkforge.json", "w") as handle:
+        json.dump(record, handle)
+    try:
+        assert fw.describe(fw.build_artifacts(built["triton"]))[0]["manifest"] == {
+            "cache_key": "t" * 64, "triton_commit": "c" * 40, "reproducible": {"leaks": []}}
+    finally:
+        os.unlink(built["triton"]["wheel"] + ".sparkforge.json")
 
 
 def test_copies_checked_and_only_changed_wheels_installed(built, tmp_path):
@@ -215,20 +225,25 @@ def test_the_install_argv_installs_for_real(built, tmp_path):
 def test_summary_keeps_the_hosts_the_run_saw(tmp_path):
     raw = {
         "b1": {"seen": True, "state": "provisioned", "class": "c1", "builder": True, "builds": ["torch"],
-               "wheels": {"torch": "ab"}},
+               "wheels": {"torch": "ab"}, "generation": 2, "how": "upgrade from generation 1"},
         "m1": {"seen": True, "state": "failed", "error": "Install: boom", "class": "c1"},
+        "r1": {"seen": True, "state": "rolled_back", "error": "generation 2 failed; rolled back to generation 1",
+               "class": "c1", "generation": 1, "how": "rolled back from generation 2"},
         "p1": {"seen": True},
         "never": {"seen": False, "state": None},
     }
     summary = fleet_report.summarize(raw)
-    assert list(summary) == ["b1", "m1", "p1"]
-    assert summary["p1"] == {"state": "failed", "error": fleet_report.STOPPED, "class": None, "builder": False,
-                             "builds": [], "wheels": {}}
+    assert list(summary) == ["b1", "m1", "r1", "p1"]
+    assert summary["p1"] == {"state": "failed", "error": fleet_report.STOPPED, "class": None, "lineage": None,
+                             "builder": False, "builds": [], "wheels": {}, "generation": None, "how": None}
     assert summary["b1"]["error"] is None and summary["m1"]["error"] == "Install: boom"
     lines = fleet_report.render(summary)
-    assert lines[0].split() == ["b1", "provisioned", "c1", "(builder,", "built:", "torch)"]
+    assert lines[0].split() == ["b1", "provisioned", "c1", "generation", "2", "(upgrade", "from", "generation", "1)",
+                                "(builder,", "built:", "torch)"]
     assert lines[1].split() == ["torch", "sha256", "ab"]
     assert lines[2].endswith("c1: Install: boom")
+    assert lines[3] == ("r1                   rolled_back c1 generation 1 (rolled back from generation 2): "
+                        "generation 2 failed; rolled back to generation 1")
     paths = fleet_report.write(str(tmp_path / "r"), summary)
     fleet_report.write(str(tmp_path / "r"), summary)
     with open(paths[0]) as handle:

@@ -1,0 +1,1 @@
+../collections/ansible_collections/sparkforge/stack/plugins/modules/venv_import_check.py

@@ -1,0 +1,291 @@
+"""Generations and the verify-gated rollout, for real, on a fleet of four local hosts in two classes.
+
+Each inventory host is this machine with its own sparkforge_prefix and fake nvidia-smi: a1, a2 are
+DGX Spark stand-ins (GB10), b1, b2 GH200 stand-ins, so two platform classes with a1 and b1 as their
+builders. Components pytorch and torch_domains, built from the fixture sources (tests/fixtures).
+
+1. Generation 1: torch 2.10.0 with torchvision 0.25.0 and torchaudio 2.10.0, everywhere.
+2. Generation 2: torch 2.12.0 (torchvision 0.27.0, torchaudio 2.11.0); class b's torchvision is built
+   so that it installs but does not import (an extension that cannot load). Class a upgrades; b1,
+   class b's first batch, fails the gate and goes back to generation 1 (its wheels' sha256 equal
+   generation 1's, the gate passes again); the budget of one failure is spent, so b2 is held.
+3. The fault fixed: class b's generation 3 rolls out, then a rerun changes nothing.
+   Before it, a2 is left as a host killed halfway through an install: found partial, and repaired.
+4. Faults: a rollback to a pruned generation, or to one whose wheel is corrupt, is refused before any
+   host changes; a host never upgraded is left alone; a rollback on purpose; `sparkforge status`
+   through the CLI all along.
+"""
+
+import hashlib
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from helpers import COLLECTIONS, REPO
+
+sys.path.insert(0, COLLECTIONS)
+from ansible_collections.sparkforge.stack.plugins.module_utils import generations as gen  # noqa: E402
+
+BIN = os.path.dirname(sys.executable)
+FIXTURES = os.path.join(REPO, "tests", "fixtures")
+SMI = os.path.join(REPO, "molecule", "shared", "files", "fake-nvidia-smi")
+GPUS = {
+    "a1": {"name": "NVIDIA GB10", "compute_cap": "12.1", "driver_version": "580.95.05", "memory.total": None},
+    "a2": {"name": "NVIDIA GB10", "compute_cap": "12.1", "driver_version": "580.95.05", "memory.total": None},
+    "b1": {"name": "NVIDIA GH200 480GB", "compute_cap": "9.0", "driver_version": "580.95.05", "memory.total": 97871},
+    "b2": {"name": "NVIDIA GH200 480GB", "compute_cap": "9.0", "driver_version": "580.95.05", "memory.total": 97871},
+}
+BROKEN = "libtorchvision_fixture.so: undefined symbol: _ZN3c104impl8GPUTrace (built on purpose)"
+
+pytestmark = pytest.mark.skipif(os.path.exists("/usr/bin/nvidia-smi"), reason="a real NVIDIA driver is here")
+
+
+def _fake_smi(dest, host):
+    profile = os.path.join(dest, "fake-gpus-%s.json" % host)
+    gpu = dict(GPUS[host], uuid="GPU-%s" % host, **{"pci.bus_id": "00000000:01:00.0"})
+    with open(profile, "w") as handle:
+        json.dump({"gpus": [gpu], "cuda_version": "13.0"}, handle)
+    with open(SMI) as handle:
+        text = handle.read().replace('PROFILE = "/etc/sparkforge/fake-gpus.json"', "PROFILE = %r" % profile)
+    path = os.path.join(dest, "nvidia-smi-%s" % host)
+    with open(path, "w") as handle:
+        handle.write(text.replace("#!/usr/bin/env python3", "#!%s" % sys.executable, 1))
+    os.chmod(path, 0o755)
+    return path
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory):
+    root = tmp_path_factory.mktemp("rollout")
+    repos = root / "repos"
+    subprocess.run([sys.executable, os.path.join(FIXTURES, "pytorch", "make_repo.py"), str(repos / "pytorch")],
+                   check=True, stdout=subprocess.DEVNULL)
+    subprocess.run([sys.executable, os.path.join(FIXTURES, "torch_domains", "make_repos.py"), str(repos),
+                    "torchvision=0.25.0,0.27.0", "torchaudio=2.10.0,2.11.0"], check=True, stdout=subprocess.DEVNULL)
+    hosts = {}
+    for host in GPUS:
+        hosts[host] = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable,
+                       "sparkforge_prefix": str(root / host), "preflight_nvidia_smi": _fake_smi(str(root), host)}
+    group = {
+        "sparkforge_components": ["pytorch", "torch_domains"],
+        "sparkforge_torch_version": "2.10.0",
+        "sparkforge_fleet_wheelhouse": str(root / "wheelhouse"),
+        "sparkforge_fleet_report_dir": str(root / "reports"),
+        "sparkforge_fleet_generations_keep": 2,
+        "preflight_allow_x86_64": True,
+        "preflight_supported_distributions": [{"distribution": "Debian", "versions": ["12"]},
+                                              {"distribution": "Ubuntu", "versions": ["22.04", "24.04"]}],
+        "preflight_min_ram_gib": 1, "preflight_min_ram_gib_source_build": 1,
+        "preflight_min_disk_gib": 1, "preflight_min_disk_gib_source_build": 1,
+        "sparkforge_probe_sources": False,
+        "pytorch_repo": "file://%s" % (repos / "pytorch"),
+        "pytorch_features": {"cuda": False},
+        "pytorch_jobs": 1,
+        "pytorch_build_poll": 1,
+        "pytorch_build_poll_max": 2,
+        "torch_domains_repos": {"torchvision": "file://%s" % (repos / "torchvision"),
+                                "torchaudio": "file://%s" % (repos / "torchaudio")},
+        "torch_domains_jobs": 1,
+    }
+    inventory = root / "inventory.yml"
+    inventory.write_text(yaml.safe_dump({"all": {"hosts": hosts, "vars": group}}))
+    return {"root": root, "inventory": str(inventory)}
+
+
+def ansible_env():
+    return dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"), ANSIBLE_NOCOLOR="1",
+                ANSIBLE_FORCE_COLOR="0")
+
+
+def play(fleet, playbook, *extra, inventory=None):
+    proc = subprocess.run([os.path.join(BIN, "ansible-playbook"), playbook, "-i", inventory or fleet["inventory"],
+                           "-e", "sparkforge_serial=1"] + list(extra), cwd=REPO, env=ansible_env(),
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, timeout=900,
+                          check=False)
+    recap = {m.group(1): {"changed": int(m.group(2)), "failed": int(m.group(3))} for m in re.finditer(
+        r"^(\S+)\s+: ok=\d+\s+changed=(\d+)\s+unreachable=\d+\s+failed=(\d+)", proc.stdout, re.M)}
+    fleet["runs"] = fleet.get("runs", 0) + 1  # each run's output stays beside the fleet, for a person
+    (fleet["root"] / ("run-%02d.log" % fleet["runs"])).write_text(proc.stdout)
+    return proc, recap
+
+
+def provision(fleet, *extra):
+    proc, recap = play(fleet, "playbooks/spark.yml", *extra)
+    with open(fleet["root"] / "reports" / "fleet-history.jsonl") as handle:
+        last = json.loads(handle.read().splitlines()[-1])["hosts"]
+    return proc, recap, last
+
+
+def set_vars(fleet, hosts, **values):
+    with open(fleet["inventory"]) as handle:
+        data = yaml.safe_load(handle)
+    for host in hosts:
+        data["all"]["hosts"][host].update(values)
+        for name, value in values.items():
+            if value is None:
+                del data["all"]["hosts"][host][name]
+    with open(fleet["inventory"], "w") as handle:
+        yaml.safe_dump(data, handle)
+
+
+def set_group(fleet, **values):
+    with open(fleet["inventory"]) as handle:
+        data = yaml.safe_load(handle)
+    data["all"]["vars"].update(values)
+    with open(fleet["inventory"], "w") as handle:
+        yaml.safe_dump(data, handle)
+
+
+def record(fleet, host):
+    return gen.read_host(str(fleet["root"] / host / "generation.json"))
+
+
+def venv_wheels(fleet, host):
+    with open(fleet["root"] / host / "venv" / "sparkforge-wheels.json") as handle:
+        return json.load(handle)
+
+
+def generations(fleet, lineage):
+    return gen.load(str(fleet["root"] / "wheelhouse"), lineage)
+
+
+def imports(fleet, host):
+    return subprocess.run([str(fleet["root"] / host / "venv" / "bin" / "python"), "-c",
+                           "import torch, torchvision, torchaudio; print(torch.__version__, torchvision.__version__)"],
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, check=False)
+
+
+def status(fleet, *extra):
+    proc = subprocess.run([os.path.join(BIN, "sparkforge"), "status", "-i", fleet["inventory"], "--json", "-q"]
+                          + list(extra), cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          universal_newlines=True, timeout=600, check=False)
+    return proc.returncode, json.loads(proc.stdout), proc.stderr
+
+
+def test_generations_gate_rollback_and_status(fleet):
+    # 1. Generation 1 everywhere.
+    proc, recap, s1 = provision(fleet)
+    assert proc.returncode == 0, proc.stdout[-8000:]
+    cls = {h: s1[h]["lineage"] for h in GPUS}
+    assert cls["a1"] == cls["a2"] != cls["b1"] == cls["b2"]
+    assert s1["a1"]["class"] != cls["a1"] and s1["a1"]["class"].rsplit("-", 1)[0] == cls["a1"].rsplit("-", 1)[0]
+    assert {h: (s1[h]["state"], s1[h]["generation"]) for h in GPUS} == dict((h, ("provisioned", 1)) for h in GPUS)
+    assert s1["a2"]["how"] == "first install (generation 1)"
+    for host in GPUS:
+        assert record(fleet, host)["state"] == "verified" and record(fleet, host)["generation"] == 1
+    gen_b = generations(fleet, cls["b1"])
+    assert [g["number"] for g in gen_b["generations"]] == [1]
+    assert gen_b["generations"][0]["verify"]["state"] == "passed" and gen_b["generations"][0]["builder"] == "b1"
+    assert gen_b["generations"][0]["inputs"]["torch"] == "2.10.0"
+    torch_entry = [w for w in gen_b["generations"][0]["wheels"] if w["name"] == "torch"][0]
+    assert torch_entry["manifest"]["torch_version"] == "2.10.0" and torch_entry["manifest"]["reproducible"]
+    g1_b = dict((w["name"], w["sha256"]) for w in gen_b["generations"][0]["wheels"])
+
+    # 2. Generation 2, with class b's torchvision broken on purpose.
+    set_group(fleet, sparkforge_torch_version="2.12.0")
+    set_vars(fleet, ["b1", "b2"], torch_domains_extra_env={"FIXTURE_IMPORT_ERROR": BROKEN})
+    proc, recap, s2 = provision(fleet)
+    assert proc.returncode == 2, proc.stdout[-8000:]
+    assert (s2["a1"]["state"], s2["a1"]["generation"], s2["a1"]["how"]) == (
+        "provisioned", 2, "upgrade from generation 1")
+    assert (s2["a2"]["state"], s2["a2"]["generation"]) == ("provisioned", 2)
+    assert (s2["b1"]["state"], s2["b1"]["generation"]) == ("rolled_back", 1)
+    assert "torchvision does not import: ImportError: %s" % BROKEN in s2["b1"]["error"]
+    assert s2["b1"]["error"].endswith("rolled back to generation 1")
+    assert s2["b2"]["state"] == "held" and "sparkforge_rollout_max_failures 1" in s2["b2"]["error"]
+    assert recap["b1"]["failed"] == recap["b2"]["failed"] == 1 and recap["a1"]["failed"] == recap["a2"]["failed"] == 0
+    # b1 holds generation 1's bytes again, and they import; b2 was not touched.
+    assert venv_wheels(fleet, "b1") == g1_b == venv_wheels(fleet, "b2")
+    assert imports(fleet, "b1").stdout.split() == ["2.10.0", "0.25.0"]
+    rb = record(fleet, "b1")
+    assert (rb["generation"], rb["state"]) == (1, "rolled_back")
+    assert rb["how"].startswith("rolled back from generation 2: ")
+    assert [(h["generation"], h["state"]) for h in rb["history"][-4:]] == [(2, "installed"), (2, "failed"),
+                                                                          (1, "installing"), (1, "installed")]
+    assert (record(fleet, "b2")["generation"], record(fleet, "b2")["state"]) == (1, "verified")
+    gen_b = generations(fleet, cls["b1"])
+    assert [(g["number"], g["verify"]["state"]) for g in gen_b["generations"]] == [(1, "passed"), (2, "failed")]
+    assert BROKEN in gen_b["generations"][1]["verify"]["detail"]
+    assert [(g["number"], g["verify"]["state"]) for g in generations(fleet, cls["a1"])["generations"]] == [
+        (1, "passed"), (2, "passed")]
+
+    # A host killed halfway through an install: its record says installing, pip had removed torch.
+    on = record(fleet, "a2")
+    killed = gen.host_transition(on, {"lineage": on["lineage"], "class": on["class"], "number": 2}, "installing",
+                                 "upgrade from generation 1", "t")
+    gen.write_host(str(fleet["root"] / "a2" / "generation.json"), killed)
+    os.remove(str(fleet["root"] / "a2" / "venv" / "sparkforge-wheels.json"))
+    subprocess.run([str(fleet["root"] / "a2" / "venv" / "bin" / "python"), "-m", "pip", "uninstall", "-y", "-q",
+                    "torch"], check=True)
+
+    rc, st, err = status(fleet)
+    assert rc == 0, err
+    verdicts = dict((row["host"], row["verdict"]) for row in st["generations"])
+    assert verdicts == {"a1": "current", "a2": "partial: an install of generation 2 was interrupted",
+                        "b1": "behind: generation 1, newest 2", "b2": "behind: generation 1, newest 2"}
+
+    # 3. The fault fixed: class b's next generation rolls out, a2 is repaired; then nothing changes.
+    set_vars(fleet, ["b1", "b2"], torch_domains_extra_env=None)
+    proc, recap, s3 = provision(fleet)
+    assert proc.returncode == 0, proc.stdout[-8000:]
+    assert {h: (s3[h]["state"], s3[h]["generation"]) for h in GPUS} == {
+        "a1": ("provisioned", 2), "a2": ("provisioned", 2), "b1": ("provisioned", 3), "b2": ("provisioned", 3)}
+    assert s3["b2"]["how"] == "upgrade from generation 1"
+    assert s3["a2"]["how"] == "repair: the install of generation 2 was interrupted"
+    assert record(fleet, "a2")["state"] == "verified" and imports(fleet, "a2").stdout.split()[0] == "2.12.0"
+    assert recap["a1"]["changed"] == 0
+    # keep=2: class b's generation 1 was pruned with the wheel directories only it used.
+    gen_b = generations(fleet, cls["b1"])
+    assert [g["number"] for g in gen_b["generations"]] == [2, 3] and gen_b["pruned"] == [1]
+    proc, recap, s4 = provision(fleet)
+    assert proc.returncode == 0, proc.stdout[-8000:]
+    assert all(r["changed"] == 0 for r in recap.values()), recap
+    assert {h: s4[h]["wheels"] for h in GPUS} == {h: s3[h]["wheels"] for h in GPUS}
+    assert imports(fleet, "b2").stdout.split() == ["2.12.0", "0.27.0"]
+
+    # 4a. Rollbacks refused before any host changes: to a pruned generation; to one with a corrupt wheel.
+    before = {h: (record(fleet, h), venv_wheels(fleet, h)) for h in GPUS}
+    proc, recap = play(fleet, "playbooks/rollback.yml", "-e", "sparkforge_rollback_to=1", "-l", "b1,b2")
+    assert proc.returncode == 2 and "generation 1 of %s was pruned" % cls["b1"] in proc.stdout, \
+        proc.stdout[-6000:]
+    entry = [w for w in generations(fleet, cls["a1"])["generations"][0]["wheels"] if w["name"] == "torchaudio"][0]
+    path = fleet["root"] / "wheelhouse" / generations(fleet, cls["a1"])["generations"][0]["class"] / entry["dir"] \
+        / entry["file"]
+    good = path.read_bytes()
+    path.write_bytes(good + b"corrupt")
+    try:
+        proc, recap = play(fleet, "playbooks/rollback.yml", "-l", "a1,a2")
+    finally:
+        path.write_bytes(good)
+    assert proc.returncode == 2 and "generation 1 of %s cannot be installed" % cls["a1"] in proc.stdout
+    assert "the generation records %s" % hashlib.sha256(good).hexdigest() in proc.stdout
+    assert {h: (record(fleet, h), venv_wheels(fleet, h)) for h in GPUS} == before
+
+    # 4b. A rollback on purpose (a1 to its previous generation); a host never upgraded is left alone.
+    fresh = fleet["root"] / "fresh-inventory.yml"
+    with open(fleet["inventory"]) as handle:
+        data = yaml.safe_load(handle)
+    data["all"]["hosts"] = {"a1": data["all"]["hosts"]["a1"],
+                            "n1": dict(data["all"]["hosts"]["a2"], sparkforge_prefix=str(fleet["root"] / "n1"))}
+    fresh.write_text(yaml.safe_dump(data))
+    proc, recap = play(fleet, "playbooks/rollback.yml", inventory=str(fresh))
+    assert proc.returncode == 0, proc.stdout[-6000:]
+    assert "n1: never upgraded through generations: nothing to roll back" in proc.stdout
+    assert recap["n1"]["changed"] == 0 and not (fleet["root"] / "n1").exists()
+    ra = record(fleet, "a1")
+    assert (ra["generation"], ra["state"], ra["how"]) == (1, "rolled_back", "rolled back on request from generation 2")
+    assert imports(fleet, "a1").stdout.split() == ["2.10.0", "0.25.0"]
+    rc, st, err = status(fleet)
+    rows = dict((r["host"], r) for r in st["generations"])
+    assert rows["a1"]["verdict"] == "behind: generation 1, newest 2" and rows["a1"]["state"] == "rolled_back"
+    assert [rows[h]["verdict"] for h in ("a2", "b1", "b2")] == ["current"] * 3
+    text = subprocess.run([os.path.join(BIN, "sparkforge"), "status", "-i", fleet["inventory"], "-q"], cwd=REPO,
+                          stdout=subprocess.PIPE, universal_newlines=True, check=False).stdout
+    assert re.search(r"^a1\s+%s\s+1\s+rolled_back\s+behind: generation 1, newest 2$" % re.escape(s1["a1"]["class"]),
+                     text,
+                     re.M), text
