@@ -30,6 +30,25 @@ def load_manifest():
     return data
 
 
+SMI = os.path.join(REPO, "molecule", "shared", "files", "fake-nvidia-smi")
+
+
+def fake_smi(dest, host, gpu):
+    """A fake nvidia-smi for one local inventory host (this machine), reporting ``gpu`` (nvidia-smi's
+    field names), written into ``dest``; returns its path."""
+    profile = os.path.join(dest, "fake-gpus-%s.json" % host)
+    gpu = dict(gpu, uuid="GPU-%s" % host, **{"pci.bus_id": "00000000:01:00.0"})
+    with open(profile, "w") as handle:
+        json.dump({"gpus": [gpu], "cuda_version": "13.0"}, handle)
+    with open(SMI) as handle:
+        text = handle.read().replace('PROFILE = "/etc/sparkforge/fake-gpus.json"', "PROFILE = %r" % profile)
+    path = os.path.join(dest, "nvidia-smi-%s" % host)
+    with open(path, "w") as handle:
+        handle.write(text.replace("#!/usr/bin/env python3", "#!%s" % sys.executable, 1))
+    os.chmod(path, 0o755)
+    return path
+
+
 def run_module(name, args, check_mode=False, diff=False, env=None, timeout=600, python=None):
     """Run plugins/modules/<name>.py with ``args``; return (result_dict, returncode).
 

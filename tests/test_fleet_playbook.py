@@ -21,11 +21,10 @@ import sys
 import pytest
 import yaml
 
-from helpers import REPO
+from helpers import REPO, fake_smi
 
 BIN = os.path.dirname(sys.executable)
 FIXTURES = os.path.join(REPO, "tests", "fixtures", "triton")
-SMI = os.path.join(REPO, "molecule", "shared", "files", "fake-nvidia-smi")
 GPUS = {
     "s1": {"name": "NVIDIA GB10", "compute_cap": "12.1", "driver_version": "580.95.05", "memory.total": None},
     "s2": {"name": "NVIDIA GB10", "compute_cap": "12.1", "driver_version": "580.95.05", "memory.total": None},
@@ -33,20 +32,6 @@ GPUS = {
 }
 
 pytestmark = pytest.mark.skipif(os.path.exists("/usr/bin/nvidia-smi"), reason="a real NVIDIA driver is here")
-
-
-def _fake_smi(dest, host):
-    profile = os.path.join(dest, "fake-gpus-%s.json" % host)
-    gpu = dict(GPUS[host], uuid="GPU-%s" % host, **{"pci.bus_id": "00000000:01:00.0"})
-    with open(profile, "w") as handle:
-        json.dump({"gpus": [gpu], "cuda_version": "13.0"}, handle)
-    with open(SMI) as handle:
-        text = handle.read().replace('PROFILE = "/etc/sparkforge/fake-gpus.json"', "PROFILE = %r" % profile)
-    path = os.path.join(dest, "nvidia-smi-%s" % host)
-    with open(path, "w") as handle:
-        handle.write(text.replace("#!/usr/bin/env python3", "#!%s" % sys.executable, 1))
-    os.chmod(path, 0o755)
-    return path
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +44,8 @@ def fleet(tmp_path_factory):
     hosts = {}
     for host in GPUS:
         hosts[host] = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable,
-                       "sparkforge_prefix": str(root / host), "preflight_nvidia_smi": _fake_smi(str(root), host)}
+                       "sparkforge_prefix": str(root / host),
+                       "preflight_nvidia_smi": fake_smi(str(root), host, GPUS[host])}
     group = {
         "sparkforge_components": ["triton"],
         "sparkforge_torch_version": "2.10.0",

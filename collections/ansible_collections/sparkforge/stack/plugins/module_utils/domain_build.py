@@ -17,11 +17,11 @@ import json
 import os
 import platform
 import shutil
-import subprocess
 import tempfile
 import time
 
 from ansible_collections.sparkforge.stack.plugins.module_utils import repro
+from ansible_collections.sparkforge.stack.plugins.module_utils.torch_job import python_version
 from ansible_collections.sparkforge.stack.plugins.module_utils.build_common import (
     BuildError,
     BuildLock,
@@ -37,15 +37,6 @@ from ansible_collections.sparkforge.stack.plugins.module_utils.build_common impo
 # Variables that change how fast a build runs, not what it writes (left out of the key).
 NON_OUTPUT_ENV = frozenset(["MAX_JOBS", "CMAKE_BUILD_PARALLEL_LEVEL", "http_proxy", "https_proxy", "no_proxy",
                             "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY"])
-
-
-def python_identity(python):
-    try:
-        out = subprocess.check_output([python, "-c", "import sys, platform; print(sys.version.split()[0], "
-                                       "platform.machine(), sys.implementation.cache_tag)"])
-    except (OSError, subprocess.CalledProcessError) as exc:
-        raise BuildError("the build python %s does not run (%s): create the build venv first" % (python, exc))
-    return out.decode().strip()
 
 
 def key_inputs(p, commit, python_id):
@@ -76,7 +67,7 @@ def run(p, check_mode=False):
     if not os.path.isdir(os.path.join(src, ".git")):
         raise BuildError("src %s is not a git checkout (clone the library there first)" % src)
     commit = git(["rev-parse", "HEAD"], cwd=src)
-    key_in = key_inputs(p, commit, python_identity(p["python"]))
+    key_in = key_inputs(p, commit, python_version(p["python"]))
     key = cache_key(key_in)
     log = p["log_file"] or os.path.join(os.path.dirname(os.path.abspath(src)), "%s-build.log" % p["name"])
     result = dict(changed=False, name=p["name"], version=p["version"], commit=commit, cache_key=key, log=log)
