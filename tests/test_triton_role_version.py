@@ -9,32 +9,18 @@ touch the host (creating the venv), right after the pick; the play's rescue prin
 - With preflight's plan: the plan's version, so triton and torch agree.
 """
 
-import json
 import os
 import re
-import sys
 
 import pytest
 
-from helpers import load_manifest
-from test_fleet_playbook import SMI
+from helpers import fake_smi, load_manifest
 from test_pytorch_roles import run_play
 
 pytestmark = pytest.mark.skipif(os.path.exists("/usr/bin/nvidia-smi"), reason="a real NVIDIA driver is here")
 
 H100 = {"name": "NVIDIA H100 80GB HBM3", "compute_cap": "9.0", "driver_version": "580.95.05",
-        "memory.total": 81559, "uuid": "GPU-h100", "pci.bus_id": "00000000:01:00.0"}
-
-
-def _fake_smi(tmp_path):
-    profile = tmp_path / "fake-gpus.json"
-    profile.write_text(json.dumps({"gpus": [H100], "cuda_version": "13.0"}))
-    with open(SMI) as handle:
-        text = handle.read().replace('PROFILE = "/etc/sparkforge/fake-gpus.json"', "PROFILE = %r" % str(profile))
-    path = tmp_path / "nvidia-smi"
-    path.write_text(text.replace("#!/usr/bin/env python3", "#!%s" % sys.executable, 1))
-    path.chmod(0o755)
-    return str(path)
+        "memory.total": 81559}
 
 
 def _picked(tmp_path, extra):
@@ -42,7 +28,7 @@ def _picked(tmp_path, extra):
     newest = max(releases, key=lambda v: tuple(int(x) for x in v.split(".")))
     releases["9.99.0"] = dict(releases[newest], unconfirmed=["triton"])
     tasks = [
-        {"name": "Read the GPU", "sparkforge.stack.gpu_facts": {"nvidia_smi": _fake_smi(tmp_path)}},
+        {"name": "Read the GPU", "sparkforge.stack.gpu_facts": {"nvidia_smi": fake_smi(str(tmp_path), "h100", H100)}},
         {"name": "Pick", "block": [
             {"name": "Triton role", "ansible.builtin.include_role": {"name": "sparkforge.stack.triton"},
              "vars": dict({"sparkforge_torch_releases": releases, "triton_source": "wheelhouse",
