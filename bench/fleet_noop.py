@@ -25,23 +25,26 @@ import yaml
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "tests"))
-import test_fleet_playbook as tf  # noqa: E402  (the fixture helpers of the fleet test)
+from helpers import fake_smi  # noqa: E402  (the tests' fake nvidia-smi for local hosts)
 
 BIN = os.path.dirname(sys.executable)
+FIXTURES = os.path.join(REPO, "tests", "fixtures", "triton")
+# Alternating, so two platform classes from N=2.
+GPUS = [{"name": "NVIDIA GB10", "compute_cap": "12.1", "driver_version": "580.95.05", "memory.total": None},
+        {"name": "NVIDIA GH200 480GB", "compute_cap": "9.0", "driver_version": "580.95.05", "memory.total": 97871}]
 
 
 def fleet(root, n):
-    subprocess.run([sys.executable, os.path.join(tf.FIXTURES, "make_repos.py"), os.path.join(root, "repos")],
+    subprocess.run([sys.executable, os.path.join(FIXTURES, "make_repos.py"), os.path.join(root, "repos")],
                    check=True, stdout=subprocess.DEVNULL)
     with open(os.path.join(root, "repos", "fixture.json")) as handle:
         fixture = json.load(handle)
     hosts = {}
     for i in range(n):
         name = "h%02d" % i
-        tf.GPUS[name] = tf.GPUS["s1" if i % 2 == 0 else "g1"]
         hosts[name] = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable,
                        "sparkforge_prefix": os.path.join(root, name),
-                       "preflight_nvidia_smi": tf._fake_smi(root, name)}
+                       "preflight_nvidia_smi": fake_smi(root, name, GPUS[i % 2])}
     group = {
         "sparkforge_components": ["triton"], "sparkforge_torch_version": "2.10.0",
         "sparkforge_fleet_wheelhouse": os.path.join(root, "wheelhouse"),
@@ -52,7 +55,7 @@ def fleet(root, n):
         "preflight_min_disk_gib": 1, "preflight_min_disk_gib_source_build": 1,
         "triton_repo": fixture["triton_repo"], "triton_llvm_repo": "file://" + fixture["llvm_repo"],
         "triton_llvm_commit": fixture["llvm_commit"],
-        "triton_ptxas_path": os.path.join(tf.FIXTURES, "cuda", "bin", "ptxas"), "triton_jobs": "2",
+        "triton_ptxas_path": os.path.join(FIXTURES, "cuda", "bin", "ptxas"), "triton_jobs": "2",
         "triton_poll_interval_s": 1, "triton_build_packages": ["git"], "triton_apt_cache_valid_time": 10 ** 9,
         "triton_venv_build_requirements": ["setuptools", "wheel"],
     }
