@@ -33,10 +33,12 @@ from ansible_collections.sparkforge.stack.plugins.module_utils import generation
 
 BIN = os.path.dirname(sys.executable)
 FIXTURES = os.path.join(REPO, "tests", "fixtures")
+# Inventory order a1, b1, a2, b2 with batches of two: each class has one host in each batch, so
+# class b's first batch is b1 alone and b2 comes in the second (two batches, not four).
 GPUS = {
     "a1": {"name": "NVIDIA GB10", "compute_cap": "12.1", "driver_version": "580.95.05", "memory.total": None},
-    "a2": {"name": "NVIDIA GB10", "compute_cap": "12.1", "driver_version": "580.95.05", "memory.total": None},
     "b1": {"name": "NVIDIA GH200 480GB", "compute_cap": "9.0", "driver_version": "580.95.05", "memory.total": 97871},
+    "a2": {"name": "NVIDIA GB10", "compute_cap": "12.1", "driver_version": "580.95.05", "memory.total": None},
     "b2": {"name": "NVIDIA GH200 480GB", "compute_cap": "9.0", "driver_version": "580.95.05", "memory.total": 97871},
 }
 BROKEN = "libtorchvision_fixture.so: undefined symbol: _ZN3c104impl8GPUTrace (built on purpose)"
@@ -79,7 +81,7 @@ def fleet(tmp_path_factory):
         "torch_domains_jobs": 1,
     }
     inventory = root / "inventory.yml"
-    inventory.write_text(yaml.safe_dump({"all": {"hosts": hosts, "vars": group}}))
+    inventory.write_text(yaml.safe_dump({"all": {"hosts": hosts, "vars": group}}, sort_keys=False))
     return {"root": root, "inventory": str(inventory)}
 
 
@@ -90,7 +92,7 @@ def ansible_env():
 
 def play(fleet, playbook, *extra, inventory=None):
     proc = subprocess.run([os.path.join(BIN, "ansible-playbook"), playbook, "-i", inventory or fleet["inventory"],
-                           "-e", "sparkforge_serial=1"] + list(extra), cwd=REPO, env=ansible_env(),
+                           "-e", "sparkforge_serial=2"] + list(extra), cwd=REPO, env=ansible_env(),
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, timeout=900,
                           check=False)
     recap = {m.group(1): {"changed": int(m.group(2)), "failed": int(m.group(3))} for m in re.finditer(
@@ -116,7 +118,7 @@ def set_vars(fleet, hosts, **values):
             if value is None:
                 del data["all"]["hosts"][host][name]
     with open(fleet["inventory"], "w") as handle:
-        yaml.safe_dump(data, handle)
+        yaml.safe_dump(data, handle, sort_keys=False)
 
 
 def set_group(fleet, **values):
@@ -124,7 +126,7 @@ def set_group(fleet, **values):
         data = yaml.safe_load(handle)
     data["all"]["vars"].update(values)
     with open(fleet["inventory"], "w") as handle:
-        yaml.safe_dump(data, handle)
+        yaml.safe_dump(data, handle, sort_keys=False)
 
 
 def record(fleet, host):
@@ -258,7 +260,7 @@ def test_generations_gate_rollback_and_status(fleet):
         data = yaml.safe_load(handle)
     data["all"]["hosts"] = {"a1": data["all"]["hosts"]["a1"],
                             "n1": dict(data["all"]["hosts"]["a2"], sparkforge_prefix=str(fleet["root"] / "n1"))}
-    fresh.write_text(yaml.safe_dump(data))
+    fresh.write_text(yaml.safe_dump(data, sort_keys=False))
     proc, recap = play(fleet, "playbooks/rollback.yml", inventory=str(fresh))
     assert proc.returncode == 0, proc.stdout[-6000:]
     assert "n1: never upgraded through generations: nothing to roll back" in proc.stdout
