@@ -75,6 +75,10 @@ def test_usage_errors_exit_4(tmp_path):
     assert "ERROR: inventory not found: %s" % (tmp_path / "missing.yml") in out
     code, out, _ = _run(["provision", "--json", "-i", INVENTORY, "--playbook", SITE, "-e", "novalue"])
     assert code == 4 and "expected key=value" in json.loads(out)["error"]
+    # A rollback target that is not a generation number is refused before any playbook runs.
+    for bad in ("0", "-1", "two", "1.5"):
+        code, out, _ = _run(["rollback", "--json", "-i", INVENTORY, "--to", bad])
+        assert code == 4 and "--to takes a generation number (1, 2, ...), got %r" % bad in json.loads(out)["error"]
     assert _run(["provision", "--no-such-flag"])[0] == 4
     assert _run([])[0] == 4
     code, out, _ = _run(["report", "--reports-dir", str(tmp_path / "empty")])
