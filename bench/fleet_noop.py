@@ -25,13 +25,12 @@ import yaml
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "tests"))
-from helpers import fake_smi  # noqa: E402  (the tests' fake nvidia-smi for local hosts)
+from helpers import GB10, GH200, fake_smi  # noqa: E402  (the tests' fake nvidia-smi for local hosts)
 
 BIN = os.path.dirname(sys.executable)
 FIXTURES = os.path.join(REPO, "tests", "fixtures", "triton")
 # Alternating, so two platform classes from N=2.
-GPUS = [{"name": "NVIDIA GB10", "compute_cap": "12.1", "driver_version": "580.95.05", "memory.total": None},
-        {"name": "NVIDIA GH200 480GB", "compute_cap": "9.0", "driver_version": "580.95.05", "memory.total": 97871}]
+GPUS = [GB10, GH200]
 
 
 def fleet(root, n):

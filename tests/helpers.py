@@ -31,6 +31,9 @@ def load_manifest():
 
 
 SMI = os.path.join(REPO, "molecule", "shared", "files", "fake-nvidia-smi")
+# The GPUs of the local fleet tests' stand-in hosts, in nvidia-smi's field names (fake_smi's ``gpu``).
+GB10 = {"name": "NVIDIA GB10", "compute_cap": "12.1", "driver_version": "580.95.05", "memory.total": None}
+GH200 = {"name": "NVIDIA GH200 480GB", "compute_cap": "9.0", "driver_version": "580.95.05", "memory.total": 97871}
 
 
 def fake_smi(dest, host, gpu):

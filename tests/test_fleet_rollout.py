@@ -26,7 +26,7 @@ import sys
 import pytest
 import yaml
 
-from helpers import COLLECTIONS, REPO, fake_smi
+from helpers import COLLECTIONS, GB10, GH200, REPO, fake_smi
 
 sys.path.insert(0, COLLECTIONS)
 from ansible_collections.sparkforge.stack.plugins.module_utils import generations as gen  # noqa: E402
@@ -35,12 +35,7 @@ BIN = os.path.dirname(sys.executable)
 FIXTURES = os.path.join(REPO, "tests", "fixtures")
 # Inventory order a1, b1, a2, b2 with batches of two: each class has one host in each batch, so
 # class b's first batch is b1 alone and b2 comes in the second (two batches, not four).
-GPUS = {
-    "a1": {"name": "NVIDIA GB10", "compute_cap": "12.1", "driver_version": "580.95.05", "memory.total": None},
-    "b1": {"name": "NVIDIA GH200 480GB", "compute_cap": "9.0", "driver_version": "580.95.05", "memory.total": 97871},
-    "a2": {"name": "NVIDIA GB10", "compute_cap": "12.1", "driver_version": "580.95.05", "memory.total": None},
-    "b2": {"name": "NVIDIA GH200 480GB", "compute_cap": "9.0", "driver_version": "580.95.05", "memory.total": 97871},
-}
+GPUS = {"a1": GB10, "b1": GH200, "a2": GB10, "b2": GH200}
 BROKEN = "libtorchvision_fixture.so: undefined symbol: _ZN3c104impl8GPUTrace (built on purpose)"
 
 pytestmark = pytest.mark.skipif(os.path.exists("/usr/bin/nvidia-smi"), reason="a real NVIDIA driver is here")
