@@ -36,20 +36,24 @@ GB10 = {"name": "NVIDIA GB10", "compute_cap": "12.1", "driver_version": "580.95.
 GH200 = {"name": "NVIDIA GH200 480GB", "compute_cap": "9.0", "driver_version": "580.95.05", "memory.total": 97871}
 
 
-def fake_smi(dest, host, gpu):
-    """A fake nvidia-smi for one local inventory host (this machine), reporting ``gpu`` (nvidia-smi's
-    field names), written into ``dest``; returns its path."""
+def fake_smi(dest, host, gpu, python=None, seen_at=None):
+    """A fake nvidia-smi for one inventory host reporting ``gpu`` (nvidia-smi's field names), written
+    into ``dest``; returns its path.  For a local host (this machine) it runs with this Python; for a
+    container that mounts ``dest`` at ``seen_at``, pass the container's ``python``, and the path
+    returned is the one the container sees."""
     profile = os.path.join(dest, "fake-gpus-%s.json" % host)
     gpu = dict(gpu, uuid="GPU-%s" % host, **{"pci.bus_id": "00000000:01:00.0"})
     with open(profile, "w") as handle:
         json.dump({"gpus": [gpu], "cuda_version": "13.0"}, handle)
+    inside = seen_at or dest
     with open(SMI) as handle:
-        text = handle.read().replace('PROFILE = "/etc/sparkforge/fake-gpus.json"', "PROFILE = %r" % profile)
+        text = handle.read().replace('PROFILE = "/etc/sparkforge/fake-gpus.json"',
+                                     "PROFILE = %r" % os.path.join(inside, os.path.basename(profile)))
     path = os.path.join(dest, "nvidia-smi-%s" % host)
     with open(path, "w") as handle:
-        handle.write(text.replace("#!/usr/bin/env python3", "#!%s" % sys.executable, 1))
+        handle.write(text.replace("#!/usr/bin/env python3", "#!%s" % (python or sys.executable), 1))
     os.chmod(path, 0o755)
-    return path
+    return os.path.join(inside, os.path.basename(path))
 
 
 def run_module(name, args, check_mode=False, diff=False, env=None, timeout=600, python=None):

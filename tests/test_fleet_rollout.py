@@ -1,8 +1,11 @@
-"""Generations and the verify-gated rollout, for real, on a fleet of four local hosts in two classes.
+"""Generations and the verify-gated rollout, for real, on a fleet of four container hosts in two classes.
 
-Each inventory host is this machine with its own sparkforge_prefix and fake nvidia-smi: a1, a2 are
-DGX Spark stand-ins (GB10), b1, b2 GH200 stand-ins, so two platform classes with a1 and b1 as their
-builders. Components pytorch and torch_domains, built from the fixture sources (tests/fixtures).
+Four containers from the test bed's amd64 image (molecule/shared/build-images.sh), with no network at
+all (`--network none`), reached through the podman connection: a1, a2 are DGX Spark stand-ins (a fake
+nvidia-smi reporting a GB10), b1, b2 GH200 stand-ins, so two platform classes with a1 and b1 as their
+builders. Components pytorch and torch_domains, built on the builders from the fixture sources
+(tests/fixtures, mounted read-only); pip there has no index, only `wheel` beside it (/etc/pip.conf).
+The wheelhouse with its generations is on the controller (this machine).
 
 1. Generation 1: torch 2.10.0 with torchvision 0.25.0 and torchaudio 2.10.0, everywhere.
 2. Generation 2: torch 2.12.0 (torchvision 0.27.0, torchaudio 2.11.0); class b's torchvision is built
@@ -20,8 +23,10 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
+import uuid
 
 import pytest
 import yaml
@@ -33,12 +38,38 @@ from ansible_collections.sparkforge.stack.plugins.module_utils import generation
 
 BIN = os.path.dirname(sys.executable)
 FIXTURES = os.path.join(REPO, "tests", "fixtures")
+IMAGE = "localhost/sparkforge-bookworm:amd64"
+PREFIX = "/opt/sparkforge"
+# `wheel` for the builders' build venvs (setuptools comes with the venv), pinned like molecule's fleet.
+WHEEL = "wheel-0.45.1-py3-none-any.whl"
+WHEEL_SHA256 = "708e7481cc80179af0e556bbf0cc00b8444c7321e2700b8d8580231d13017248"
+WHEEL_CACHE = os.path.expanduser("~/.cache/sparkforge/fleet-molecule")
 # Inventory order a1, b1, a2, b2 with batches of two: each class has one host in each batch, so
 # class b's first batch is b1 alone and b2 comes in the second (two batches, not four).
 GPUS = {"a1": GB10, "b1": GH200, "a2": GB10, "b2": GH200}
 BROKEN = "libtorchvision_fixture.so: undefined symbol: _ZN3c104impl8GPUTrace (built on purpose)"
 
-pytestmark = pytest.mark.skipif(os.path.exists("/usr/bin/nvidia-smi"), reason="a real NVIDIA driver is here")
+
+def _image_present():
+    return shutil.which("podman") is not None and subprocess.run(
+        ["podman", "image", "exists", IMAGE], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0
+
+
+pytestmark = pytest.mark.skipif(not _image_present(), reason="podman or %s missing" % IMAGE)
+
+
+def wheel_dir(root):
+    """A directory holding the pinned `wheel`, downloaded once into the cache and checked."""
+    cached = os.path.join(WHEEL_CACHE, WHEEL)
+    if not os.path.exists(cached):
+        subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--disable-pip-version-check", "--no-deps",
+                        "--only-binary=:all:", "-d", WHEEL_CACHE, "wheel==0.45.1"], check=True)
+    with open(cached, "rb") as handle:
+        assert hashlib.sha256(handle.read()).hexdigest() == WHEEL_SHA256, "%s is not the pinned wheel" % cached
+    deps = root / "deps"
+    deps.mkdir()
+    shutil.copy(cached, str(deps))
+    return deps
 
 
 @pytest.fixture(scope="module")
@@ -49,40 +80,75 @@ def fleet(tmp_path_factory):
                    check=True, stdout=subprocess.DEVNULL)
     subprocess.run([sys.executable, os.path.join(FIXTURES, "torch_domains", "make_repos.py"), str(repos),
                     "torchvision=0.25.0,0.27.0", "torchaudio=2.10.0,2.11.0"], check=True, stdout=subprocess.DEVNULL)
+    deps = wheel_dir(root)
+    pip_conf = root / "pip.conf"
+    pip_conf.write_text("[global]\nno-index = true\nfind-links = /srv/deps\ndisable-pip-version-check = true\n")
+    tag = uuid.uuid4().hex[:6]
+    names = dict((h, "sparkforge-rollout-%s-%s" % (tag, h)) for h in GPUS)
     hosts = {}
-    for host in GPUS:
-        hosts[host] = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable,
-                       "sparkforge_prefix": str(root / host),
-                       "preflight_nvidia_smi": fake_smi(str(root), host, GPUS[host])}
-    group = {
-        "sparkforge_components": ["pytorch", "torch_domains"],
-        "sparkforge_torch_version": "2.10.0",
-        "sparkforge_fleet_wheelhouse": str(root / "wheelhouse"),
-        "sparkforge_fleet_report_dir": str(root / "reports"),
-        "sparkforge_fleet_generations_keep": 2,
-        "preflight_allow_x86_64": True,
-        "preflight_supported_distributions": [{"distribution": "Debian", "versions": ["12"]},
-                                              {"distribution": "Ubuntu", "versions": ["22.04", "24.04"]}],
-        "preflight_min_ram_gib": 1, "preflight_min_ram_gib_source_build": 1,
-        "preflight_min_disk_gib": 1, "preflight_min_disk_gib_source_build": 1,
-        "sparkforge_probe_sources": False,
-        "pytorch_repo": "file://%s" % (repos / "pytorch"),
-        "pytorch_features": {"cuda": False},
-        "pytorch_jobs": 1,
-        "pytorch_build_poll": 1,
-        "pytorch_build_poll_max": 2,
-        "torch_domains_repos": {"torchvision": "file://%s" % (repos / "torchvision"),
-                                "torchaudio": "file://%s" % (repos / "torchaudio")},
-        "torch_domains_jobs": 1,
-    }
-    inventory = root / "inventory.yml"
-    inventory.write_text(yaml.safe_dump({"all": {"hosts": hosts, "vars": group}}, sort_keys=False))
-    return {"root": root, "inventory": str(inventory)}
+    try:
+        for host, name in names.items():
+            smi = root / ("gpu-" + host)
+            smi.mkdir()
+            hosts[host] = {"ansible_connection": "containers.podman.podman", "ansible_host": name,
+                           "ansible_python_interpreter": "/usr/bin/python3",
+                           "preflight_nvidia_smi": fake_smi(str(smi), host, GPUS[host], python="/usr/bin/python3",
+                                                            seen_at="/opt/fake-gpu")}
+            # The fixture repositories at the same path as here, so their file:// URLs hold on both sides.
+            subprocess.run(["podman", "run", "-d", "--name", name, "--runtime", "runc", "--arch", "amd64",
+                            "--ulimit", "nofile=1024:1024", "--ulimit", "nproc=1000:1000", "--network", "none",
+                            "-v", "%s:%s:ro" % (repos, repos), "-v", "%s:/srv/deps:ro" % deps,
+                            "-v", "%s:/etc/pip.conf:ro" % pip_conf, "-v", "%s:/opt/fake-gpu:ro" % smi,
+                            IMAGE, "sleep", "infinity"], check=True, stdout=subprocess.DEVNULL, timeout=300)
+        group = {
+            "sparkforge_components": ["pytorch", "torch_domains"],
+            "sparkforge_torch_version": "2.10.0",
+            "sparkforge_prefix": PREFIX,
+            "sparkforge_fleet_wheelhouse": str(root / "wheelhouse"),
+            "sparkforge_fleet_report_dir": str(root / "reports"),
+            "sparkforge_fleet_generations_keep": 2,
+            "preflight_allow_x86_64": True,
+            "preflight_supported_distributions": [{"distribution": "Debian", "versions": ["12"]},
+                                                  {"distribution": "Ubuntu", "versions": ["22.04", "24.04"]}],
+            "preflight_min_ram_gib": 1, "preflight_min_ram_gib_source_build": 1,
+            "preflight_min_disk_gib": 1, "preflight_min_disk_gib_source_build": 1,
+            # The hosts have no network; every source is a mounted directory (the preflight probe is
+            # tested in test_sources_preflight.py).
+            "sparkforge_probe_sources": False,
+            "pytorch_repo": "file://%s" % (repos / "pytorch"),
+            "pytorch_features": {"cuda": False},
+            "pytorch_jobs": 1,
+            "pytorch_build_poll": 1,
+            "pytorch_build_poll_max": 2,
+            "torch_domains_repos": {"torchvision": "file://%s" % (repos / "torchvision"),
+                                    "torchaudio": "file://%s" % (repos / "torchaudio")},
+            "torch_domains_jobs": 1,
+        }
+        inventory = root / "inventory.yml"
+        inventory.write_text(yaml.safe_dump({"all": {"hosts": hosts, "vars": group}}, sort_keys=False))
+        yield {"root": root, "inventory": str(inventory), "names": names}
+    finally:
+        for name in names.values():
+            subprocess.run(["podman", "rm", "-f", "-t", "0", name], stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL, timeout=300)
 
 
 def ansible_env():
     return dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"), ANSIBLE_NOCOLOR="1",
                 ANSIBLE_FORCE_COLOR="0")
+
+
+def on(fleet, host, *cmd, stdin=None):
+    """Run ``cmd`` in ``host``'s container."""
+    return subprocess.run(["podman", "exec", "-i", fleet["names"][host]] + list(cmd), input=stdin,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, timeout=300,
+                          check=False)
+
+
+def read_json(fleet, host, path):
+    proc = on(fleet, host, "cat", path)
+    assert proc.returncode == 0, proc.stdout
+    return json.loads(proc.stdout)
 
 
 def play(fleet, playbook, *extra, inventory=None):
@@ -125,12 +191,11 @@ def set_group(fleet, **values):
 
 
 def record(fleet, host):
-    return gen.read_host(str(fleet["root"] / host / "generation.json"))
+    return read_json(fleet, host, PREFIX + "/generation.json")
 
 
 def venv_wheels(fleet, host):
-    with open(fleet["root"] / host / "venv" / "sparkforge-wheels.json") as handle:
-        return json.load(handle)
+    return read_json(fleet, host, PREFIX + "/venv/sparkforge-wheels.json")
 
 
 def generations(fleet, lineage):
@@ -138,9 +203,8 @@ def generations(fleet, lineage):
 
 
 def imports(fleet, host):
-    return subprocess.run([str(fleet["root"] / host / "venv" / "bin" / "python"), "-c",
-                           "import torch, torchvision, torchaudio; print(torch.__version__, torchvision.__version__)"],
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, check=False)
+    return on(fleet, host, PREFIX + "/venv/bin/python", "-c",
+              "import torch, torchvision, torchaudio; print(torch.__version__, torchvision.__version__)")
 
 
 def status(fleet, *extra):
@@ -198,13 +262,15 @@ def test_generations_gate_rollback_and_status(fleet):
         (1, "passed"), (2, "passed")]
 
     # A host killed halfway through an install: its record says installing, pip had removed torch.
-    on = record(fleet, "a2")
-    killed = gen.host_transition(on, {"lineage": on["lineage"], "class": on["class"], "number": 2}, "installing",
+    was = record(fleet, "a2")
+    killed = gen.host_transition(was, {"lineage": was["lineage"], "class": was["class"], "number": 2}, "installing",
                                  "upgrade from generation 1", "t")
-    gen.write_host(str(fleet["root"] / "a2" / "generation.json"), killed)
-    os.remove(str(fleet["root"] / "a2" / "venv" / "sparkforge-wheels.json"))
-    subprocess.run([str(fleet["root"] / "a2" / "venv" / "bin" / "python"), "-m", "pip", "uninstall", "-y", "-q",
-                    "torch"], check=True)
+    local = fleet["root"] / "a2-generation.json"
+    gen.write_host(str(local), killed)
+    assert on(fleet, "a2", "sh", "-c", "cat > %s/generation.json" % PREFIX, stdin=local.read_text()).returncode == 0
+    assert on(fleet, "a2", "rm", PREFIX + "/venv/sparkforge-wheels.json").returncode == 0
+    uninstall = on(fleet, "a2", PREFIX + "/venv/bin/python", "-m", "pip", "uninstall", "-y", "-q", "torch")
+    assert uninstall.returncode == 0, uninstall.stdout
 
     rc, st, err = status(fleet)
     assert rc == 0, err
@@ -253,13 +319,14 @@ def test_generations_gate_rollback_and_status(fleet):
     fresh = fleet["root"] / "fresh-inventory.yml"
     with open(fleet["inventory"]) as handle:
         data = yaml.safe_load(handle)
+    # n1: a host never upgraded through generations (a2's container, another prefix).
     data["all"]["hosts"] = {"a1": data["all"]["hosts"]["a1"],
-                            "n1": dict(data["all"]["hosts"]["a2"], sparkforge_prefix=str(fleet["root"] / "n1"))}
+                            "n1": dict(data["all"]["hosts"]["a2"], sparkforge_prefix="/opt/n1")}
     fresh.write_text(yaml.safe_dump(data, sort_keys=False))
     proc, recap = play(fleet, "playbooks/rollback.yml", inventory=str(fresh))
     assert proc.returncode == 0, proc.stdout[-6000:]
     assert "n1: never upgraded through generations: nothing to roll back" in proc.stdout
-    assert recap["n1"]["changed"] == 0 and not (fleet["root"] / "n1").exists()
+    assert recap["n1"]["changed"] == 0 and on(fleet, "a2", "test", "-e", "/opt/n1").returncode == 1
     ra = record(fleet, "a1")
     assert (ra["generation"], ra["state"], ra["how"]) == (1, "rolled_back", "rolled back on request from generation 2")
     assert imports(fleet, "a1").stdout.split() == ["2.10.0", "0.25.0"]
