@@ -8,6 +8,7 @@ a playbook: fast, and the module under test is the real file.
 import glob
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -31,7 +32,7 @@ def load_manifest():
 
 
 SMI = os.path.join(REPO, "molecule", "shared", "files", "fake-nvidia-smi")
-# The GPUs of the local fleet tests' stand-in hosts, in nvidia-smi's field names (fake_smi's ``gpu``).
+# The GPUs of the fleet tests' stand-in hosts, in nvidia-smi's field names (fake_smi's ``gpu``).
 GB10 = {"name": "NVIDIA GB10", "compute_cap": "12.1", "driver_version": "580.95.05", "memory.total": None}
 GH200 = {"name": "NVIDIA GH200 480GB", "compute_cap": "9.0", "driver_version": "580.95.05", "memory.total": 97871}
 
@@ -54,6 +55,33 @@ def fake_smi(dest, host, gpu, python=None, seen_at=None):
         handle.write(text.replace("#!/usr/bin/env python3", "#!%s" % (python or sys.executable), 1))
     os.chmod(path, 0o755)
     return os.path.join(inside, os.path.basename(path))
+
+
+# The test bed's amd64 image (molecule/shared/build-images.sh) and how its hosts run here: runc (crun
+# fails on this cgroup setup) and the sandbox's ulimits, as .config/molecule/config.yml starts them.
+IMAGE_AMD64 = "localhost/sparkforge-bookworm:amd64"
+PODMAN_RUN = ["podman", "run", "-d", "--runtime", "runc", "--ulimit", "nofile=1024:1024",
+              "--ulimit", "nproc=1000:1000"]
+
+
+def image_present(image=IMAGE_AMD64):
+    """Whether podman is installed and holds ``image``."""
+    return shutil.which("podman") is not None and subprocess.run(
+        ["podman", "image", "exists", image], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0
+
+
+def start_container(name, network="host", volumes=(), image=IMAGE_AMD64, arch="amd64"):
+    """Start a test-bed host ``name`` that sleeps until removed; ``volumes`` are podman -v specs."""
+    cmd = PODMAN_RUN + ["--name", name, "--arch", arch, "--network", network]
+    for volume in volumes:
+        cmd += ["-v", volume]
+    subprocess.run(cmd + [image, "sleep", "infinity"], check=True, stdout=subprocess.DEVNULL, timeout=300)
+
+
+def remove_containers(names):
+    for name in names:
+        subprocess.run(["podman", "rm", "-f", "-t", "0", name], stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL, timeout=300)
 
 
 def run_module(name, args, check_mode=False, diff=False, env=None, timeout=600, python=None):

@@ -9,29 +9,20 @@ is missing.
 """
 
 import os
-import shutil
-import subprocess
 import uuid
 
 import pytest
 import yaml
 
+from helpers import image_present, remove_containers, start_container
 from sparkforge import api
 
 ROOT = api.project_root()
-IMAGE = "localhost/sparkforge-bookworm:amd64"
 SHARED = os.path.join(ROOT, "molecule", "shared")
 
 
-def _image_present():
-    if shutil.which("podman") is None:
-        return False
-    return subprocess.run(["podman", "image", "exists", IMAGE], stdout=subprocess.DEVNULL,
-                          stderr=subprocess.DEVNULL).returncode == 0
-
-
 pytestmark = [
-    pytest.mark.skipif(not _image_present(), reason="podman or %s missing (molecule/shared/build-images.sh)" % IMAGE),
+    pytest.mark.skipif(not image_present(), reason="podman or the test bed's amd64 image missing (molecule/shared/build-images.sh)"),
     pytest.mark.skipif(not os.path.isfile(os.path.join(ROOT, "playbooks", "spark.yml")),
                        reason="playbooks/spark.yml is not in this checkout"),
 ]
@@ -45,9 +36,7 @@ def _load(path):
 @pytest.fixture(scope="module")
 def container_inventory(tmp_path_factory):
     name = "sparkforge-api-test-%s" % uuid.uuid4().hex[:8]
-    subprocess.run(["podman", "run", "-d", "--name", name, "--runtime", "runc", "--arch", "amd64",
-                    "--ulimit", "nofile=1024:1024", "--ulimit", "nproc=1000:1000", "--network", "host",
-                    IMAGE, "sleep", "infinity"], check=True, stdout=subprocess.DEVNULL, timeout=300)
+    start_container(name)
     try:
         host_vars = dict(_load(os.path.join(SHARED, "inventory", "group_vars", "all.yml")))
         host_vars.update(_load(os.path.join(SHARED, "inventory", "host_vars", "hopper-amd64.yml")))
@@ -56,8 +45,7 @@ def container_inventory(tmp_path_factory):
         path.write_text(yaml.safe_dump({"all": {"hosts": {"api-hopper": host_vars}}}))
         yield str(path)
     finally:
-        subprocess.run(["podman", "rm", "-f", "-t", "0", name], stdout=subprocess.DEVNULL,
-                       stderr=subprocess.DEVNULL, timeout=300)
+        remove_containers([name])
 
 
 def test_prepare_then_plan_on_a_container_host(container_inventory, tmp_path):

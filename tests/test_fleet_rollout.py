@@ -31,14 +31,13 @@ import uuid
 import pytest
 import yaml
 
-from helpers import COLLECTIONS, GB10, GH200, REPO, fake_smi
+from helpers import COLLECTIONS, GB10, GH200, REPO, fake_smi, image_present, remove_containers, start_container
 
 sys.path.insert(0, COLLECTIONS)
 from ansible_collections.sparkforge.stack.plugins.module_utils import generations as gen  # noqa: E402
 
 BIN = os.path.dirname(sys.executable)
 FIXTURES = os.path.join(REPO, "tests", "fixtures")
-IMAGE = "localhost/sparkforge-bookworm:amd64"
 PREFIX = "/opt/sparkforge"
 # `wheel` for the builders' build venvs (setuptools comes with the venv), pinned like molecule's fleet.
 WHEEL = "wheel-0.45.1-py3-none-any.whl"
@@ -50,12 +49,7 @@ GPUS = {"a1": GB10, "b1": GH200, "a2": GB10, "b2": GH200}
 BROKEN = "libtorchvision_fixture.so: undefined symbol: _ZN3c104impl8GPUTrace (built on purpose)"
 
 
-def _image_present():
-    return shutil.which("podman") is not None and subprocess.run(
-        ["podman", "image", "exists", IMAGE], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0
-
-
-pytestmark = pytest.mark.skipif(not _image_present(), reason="podman or %s missing" % IMAGE)
+pytestmark = pytest.mark.skipif(not image_present(), reason="podman or the test bed's amd64 image missing")
 
 
 def wheel_dir(root):
@@ -95,11 +89,9 @@ def fleet(tmp_path_factory):
                            "preflight_nvidia_smi": fake_smi(str(smi), host, GPUS[host], python="/usr/bin/python3",
                                                             seen_at="/opt/fake-gpu")}
             # The fixture repositories at the same path as here, so their file:// URLs hold on both sides.
-            subprocess.run(["podman", "run", "-d", "--name", name, "--runtime", "runc", "--arch", "amd64",
-                            "--ulimit", "nofile=1024:1024", "--ulimit", "nproc=1000:1000", "--network", "none",
-                            "-v", "%s:%s:ro" % (repos, repos), "-v", "%s:/srv/deps:ro" % deps,
-                            "-v", "%s:/etc/pip.conf:ro" % pip_conf, "-v", "%s:/opt/fake-gpu:ro" % smi,
-                            IMAGE, "sleep", "infinity"], check=True, stdout=subprocess.DEVNULL, timeout=300)
+            start_container(name, network="none", volumes=[
+                "%s:%s:ro" % (repos, repos), "%s:/srv/deps:ro" % deps, "%s:/etc/pip.conf:ro" % pip_conf,
+                "%s:/opt/fake-gpu:ro" % smi])
         group = {
             "sparkforge_components": ["pytorch", "torch_domains"],
             "sparkforge_torch_version": "2.10.0",
@@ -128,9 +120,7 @@ def fleet(tmp_path_factory):
         inventory.write_text(yaml.safe_dump({"all": {"hosts": hosts, "vars": group}}, sort_keys=False))
         yield {"root": root, "inventory": str(inventory), "names": names}
     finally:
-        for name in names.values():
-            subprocess.run(["podman", "rm", "-f", "-t", "0", name], stdout=subprocess.DEVNULL,
-                           stderr=subprocess.DEVNULL, timeout=300)
+        remove_containers(names.values())
 
 
 def ansible_env():

@@ -19,22 +19,14 @@ import uuid
 import pytest
 import yaml
 
-from helpers import REPO, run_module
+from helpers import REPO, image_present, remove_containers, run_module, start_container
 
-IMAGE = "localhost/sparkforge-bookworm:amd64"
 TORCH = "torch==2.13.0+cpu"
 TORCH_DIR = os.path.expanduser("~/.cache/sparkforge/xhost-torch-2.13.0")
 BIN = os.path.dirname(sys.executable)
 
 
-def _image_present():
-    if shutil.which("podman") is None:
-        return False
-    return subprocess.run(["podman", "image", "exists", IMAGE], stdout=subprocess.DEVNULL,
-                          stderr=subprocess.DEVNULL).returncode == 0
-
-
-needs_image = pytest.mark.skipif(not _image_present(), reason="podman or %s missing" % IMAGE)
+needs_image = pytest.mark.skipif(not image_present(), reason="podman or the test bed's amd64 image missing")
 
 
 @pytest.fixture(scope="module")
@@ -58,10 +50,7 @@ def group(torch_dir, tmp_path_factory):
     names = dict(("x%d" % i, "sparkforge-xhost-%s-%d" % (tag, i)) for i in range(1, 5))
     try:
         for name in names.values():
-            subprocess.run(["podman", "run", "-d", "--name", name, "--runtime", "runc", "--arch", "amd64",
-                            "--ulimit", "nofile=1024:1024", "--ulimit", "nproc=1000:1000", "--network", "host",
-                            "-v", "%s:/opt/xtorch:ro" % torch_dir, IMAGE, "sleep", "infinity"],
-                           check=True, stdout=subprocess.DEVNULL, timeout=300)
+            start_container(name, volumes=["%s:/opt/xtorch:ro" % torch_dir])
         root = tmp_path_factory.mktemp("xhost")
         hosts = dict((h, {"ansible_connection": "containers.podman.podman", "ansible_host": c,
                           "ansible_python_interpreter": "/usr/bin/python3"}) for h, c in names.items())
@@ -74,9 +63,7 @@ def group(torch_dir, tmp_path_factory):
             "xhost_join_timeout": 20, "xhost_op_timeout": 60}}}))
         yield {"inventory": str(inventory), "names": names, "root": root}
     finally:
-        for name in names.values():
-            subprocess.run(["podman", "rm", "-f", "-t", "0", name], stdout=subprocess.DEVNULL,
-                           stderr=subprocess.DEVNULL, timeout=300)
+        remove_containers(names.values())
 
 
 def play(group, reports, port, *extra):
