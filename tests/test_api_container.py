@@ -68,6 +68,6 @@ def test_prepare_then_plan_on_a_container_host(container_inventory, tmp_path):
     assert host.plan["compute_capabilities"] == ["9.0"]
     assert host.plan["steps"]
     tasks = [e.task for e in events if e.kind == "task" and e.role == "preflight"]
-    assert "Check the host and plan the work" in tasks
+    assert "Read the host, check it and plan the work" in tasks
     oks = [e for e in events if e.kind == "host" and e.host == "api-hopper"]
     assert oks and all(e.state in ("ok", "skipped") for e in oks)

@@ -172,3 +172,22 @@ def table(host, probed):
                      p.get("error") or p.get("status", "-"), p["variable"]))
     widths = [min(90, max(len(str(r[i])) for r in rows)) for i in range(5)]
     return ["  ".join(str(c)[:90].ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+
+
+def fill_platform_names(given, host, maps):
+    """``given`` (the sources in force) with the host's repository distro and arch names filled in where not given."""
+    filled = dict(given)
+    arch = host.get("architecture")
+    if not maps or not arch:
+        return filled
+    distro = (maps.get("cuda_distro_map") or {}).get(
+        "%s-%s" % (host.get("distribution"), host.get("distribution_version")), "ubuntu2404")
+    deb_arch = (maps.get("cuda_deb_arch_map") or {}).get(arch, arch)
+    filled.setdefault("cuda_distro", distro)
+    filled.setdefault("cuda_repo_arch", (maps.get("cuda_repo_arch_map") or {}).get(arch, arch))
+    filled.setdefault("deb_arch", deb_arch)
+    if "cusparselt_sha256" not in filled:
+        table = maps.get("cusparselt_sha256") or {}
+        filled["cusparselt_sha256"] = ((table.get(str(filled.get("cusparselt_version"))) or {})
+                                       .get(filled["cuda_distro"]) or {}).get(filled["deb_arch"]) or ""
+    return filled

@@ -120,58 +120,8 @@ ansible_facts:
           /opt/sparkforge/build: {measured_at: /opt, free_mib: 801234, total_mib: 953869}
 """
 
-import os
-import platform
-import subprocess
-
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.sparkforge.stack.plugins.module_utils.platforms import (
-    QUERY_FIELDS,
-    FactsError,
-    parse_cpuinfo,
-    parse_nvidia_smi_csv,
-    summarize,
-)
-from ansible_collections.sparkforge.stack.plugins.module_utils.build_common import read_meminfo
-
-
-def _disk_free(path):
-    probe = os.path.abspath(path)
-    while not os.path.exists(probe):
-        parent = os.path.dirname(probe)
-        if parent == probe:
-            break
-        probe = parent
-    stat = os.statvfs(probe)
-    mib = 1024 * 1024
-    return {
-        "measured_at": probe,
-        "free_mib": stat.f_bavail * stat.f_frsize // mib,
-        "total_mib": stat.f_blocks * stat.f_frsize // mib,
-    }
-
-
-def _query_gpus(module):
-    name = module.params["nvidia_smi"]
-    path = name if os.path.sep in name else module.get_bin_path(name, opt_dirs=["/usr/bin", "/usr/local/bin"])
-    if not path or not os.access(path, os.X_OK):
-        return None, [], (
-            "nvidia-smi not found (looked for %r): install the NVIDIA driver (580 or newer for Blackwell, "
-            "e.g. nvidia-open-580 on Ubuntu) or set nvidia_smi to its path" % name)
-    cmd = [path, "--query-gpu=%s" % ",".join(QUERY_FIELDS), "--format=csv,nounits"]
-    env = dict(os.environ, LC_ALL="C")
-    try:
-        proc = subprocess.run(cmd, check=False, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
-                              timeout=module.params["timeout"], universal_newlines=True)
-    except subprocess.TimeoutExpired:
-        return path, [], "%s did not answer within %ds: the driver may be hung" % (path, module.params["timeout"])
-    out = proc.stdout
-    if proc.returncode != 0:
-        return path, [], "%s exited %d: %s" % (" ".join(cmd), proc.returncode, (proc.stderr or out).strip())
-    try:
-        return path, parse_nvidia_smi_csv(out), None
-    except FactsError as exc:
-        return path, [], "could not read nvidia-smi output: %s" % exc
+from ansible_collections.sparkforge.stack.plugins.module_utils.host_facts import sparkforge_facts
 
 
 def main():
@@ -187,22 +137,9 @@ def main():
     if module.params["timeout"] < 1:
         module.fail_json(msg="timeout must be at least 1 second")
 
-    path, gpus, error = _query_gpus(module)
-    if error is None and not gpus:
-        error = "nvidia-smi (%s) lists no GPU: check that the driver is loaded (lsmod | grep nvidia)" % path
-    if error and module.params["required"]:
-        module.fail_json(msg=error, nvidia_smi=path)
-
-    try:
-        with open("/proc/cpuinfo") as handle:
-            cpu = parse_cpuinfo(handle.read())
-        mem = read_meminfo()
-    except (IOError, OSError) as exc:
-        module.fail_json(msg="cannot read CPU/memory information: %s" % exc)
-
-    facts = summarize(gpus, cpu, platform.machine(), mem, path)
-    facts["gpu_error"] = error
-    facts["disk"] = dict((p, _disk_free(p)) for p in module.params["disk_paths"])
+    params = module.params
+    facts = sparkforge_facts(module, params["nvidia_smi"], params["disk_paths"], params["timeout"],
+                             params["required"])
     module.exit_json(changed=False, ansible_facts={"sparkforge": facts})
 
 

@@ -13,23 +13,42 @@ module: stack_plan
 short_description: Check a host against sparkforge's requirements and plan what to install or build on it
 version_added: "0.1.0"
 description:
-  - Takes the facts of M(sparkforge.stack.gpu_facts) and C(setup), the user's settings and the version
-    manifest, and returns the list of problems that stop the host from being provisioned (each with what to
+  - Takes the facts of M(sparkforge.stack.gpu_facts) and C(setup) (or, with O(gather), reads them itself in
+    the same call), the user's settings and the version manifest, and returns the list of problems that stop the host from being provisioned (each with what to
     do about it) and the plan (what each component will install or build, and why).
-  - Reads only its arguments; never changes the host. The C(preflight) role publishes the result as the
+  - Reads only its arguments and, with O(gather), the host; never changes the host. The C(preflight) role publishes the result as the
     C(sparkforge_plan) fact that later roles read.
 author:
   - sparkforge developers (@sparkforge)
 options:
   facts:
-    description: The C(ansible_facts.sparkforge) dict returned by M(sparkforge.stack.gpu_facts).
+    description:
+      - The C(ansible_facts.sparkforge) dict returned by M(sparkforge.stack.gpu_facts).
+      - Exactly one of O(facts) and O(gather) is given.
     type: dict
-    required: true
+  gather:
+    description:
+      - Read the host in this call instead of taking O(facts) - what M(sparkforge.stack.gpu_facts) (with
+        C(required=false)) and C(setup) (subsets C(distribution), C(python), C(platform)) return - and return
+        them as C(ansible_facts), so that preflight costs one remote call per host, not three.
+      - Keys C(nvidia_smi) (path or name, default C(nvidia-smi)), C(disk_paths) (list of paths whose free space
+        to report) and C(timeout) (seconds nvidia-smi may take, default 30).
+    type: dict
   host:
     description:
-      - OS facts of the host, keys C(distribution), C(distribution_version) and C(python_version).
+      - OS facts of the host, keys C(name), C(distribution), C(distribution_version), C(python_version) and
+        C(architecture). With O(gather), the keys not given come from the host.
     type: dict
-    required: true
+    default: {}
+  platform_maps:
+    description:
+      - How the host's OS and CPU name NVIDIA's repository paths, to fill the O(sources) keys C(cuda_distro),
+        C(cuda_repo_arch), C(deb_arch) and C(cusparselt_sha256) when they are not given - keys
+        C(cuda_distro_map) (C(<distribution>-<version>) to a repository distro; C(ubuntu2404) when absent),
+        C(cuda_repo_arch_map) and C(cuda_deb_arch_map) (CPU architecture to the repository's and Debian's
+        names) and C(cusparselt_sha256) (version, then distro, then Debian arch, to the installer's sha256).
+    type: dict
+    default: {}
   checks:
     description:
       - Preflight settings, keys C(allow_x86_64), C(supported_distributions) (list of dicts with
@@ -87,7 +106,20 @@ attributes:
 """
 
 EXAMPLES = r"""
-- name: Plan the host
+- name: Read the host and plan it in one call (what the preflight role does)
+  sparkforge.stack.stack_plan:
+    gather:
+      disk_paths: [/opt/sparkforge/build]
+    host:
+      name: "{{ inventory_hostname }}"
+    checks: "{{ my_checks }}"
+    settings: {torch_version: latest, torch_source: index}
+    manifest:
+      sparkforge_torch_releases: "{{ sparkforge_torch_releases }}"
+      sparkforge_torch_arch_min_version: "{{ sparkforge_torch_arch_min_version }}"
+  register: planned
+
+- name: Plan the host from facts gathered before
   sparkforge.stack.stack_plan:
     facts: "{{ ansible_facts.sparkforge }}"
     host:
@@ -116,6 +148,13 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+ansible_facts:
+  description:
+    - With O(gather) only - C(sparkforge) (as M(sparkforge.stack.gpu_facts) returns it) and the OS, Python and
+      platform facts C(setup) returns (C(distribution), C(distribution_version), C(distribution_release),
+      C(architecture), C(python_version), C(python), ...).
+  returned: when O(gather) is given
+  type: dict
 plan:
   description:
     - What each component will do on this host and why; C(sources) lists every remote source it will fetch from
@@ -178,6 +217,7 @@ from ansible_collections.sparkforge.stack.plugins.module_utils.preflight import 
     problems,
     render_plan,
 )
+from ansible_collections.sparkforge.stack.plugins.module_utils.host_facts import os_facts, sparkforge_facts
 
 
 def _opener(url, timeout):
@@ -196,6 +236,30 @@ def _opener(url, timeout):
         return "%s: %s" % (type(exc).__name__, exc)
 
 
+_GATHER_KEYS = ("nvidia_smi", "disk_paths", "timeout")
+
+
+def _gather(module, spec):
+    """ansible_facts as gpu_facts (GPU optional: preflight's require_gpu judges it) and setup return them."""
+    unknown = sorted(set(spec) - set(_GATHER_KEYS))
+    if unknown:
+        module.fail_json(msg="gather has unknown key(s) %s; it takes %s" % (", ".join(unknown), ", ".join(_GATHER_KEYS)))
+    timeout = spec.get("timeout", 30)
+    if not isinstance(timeout, int) or isinstance(timeout, bool) or timeout < 1:
+        module.fail_json(msg="gather.timeout must be a whole number of seconds, at least 1 (got %r)" % (timeout,))
+    paths = spec.get("disk_paths") or []
+    if not isinstance(paths, list) or not all(isinstance(p, str) and p for p in paths):
+        module.fail_json(msg="gather.disk_paths must be a list of paths (got %r)" % (paths,))
+    facts = os_facts(module)
+    facts["sparkforge"] = sparkforge_facts(module, spec.get("nvidia_smi") or "nvidia-smi", paths, timeout, False)
+    return facts
+
+
+def _host_from(facts):
+    return dict((key, facts.get(key)) for key in
+                ("distribution", "distribution_version", "python_version", "architecture"))
+
+
 _REQUIRED_CHECKS = ("min_ram_gib", "min_ram_gib_source_build", "min_disk_gib", "min_disk_gib_source_build")
 _REQUIRED_MANIFEST = ("sparkforge_torch_releases", "sparkforge_torch_arch_min_version")
 
@@ -203,8 +267,10 @@ _REQUIRED_MANIFEST = ("sparkforge_torch_releases", "sparkforge_torch_arch_min_ve
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            facts=dict(type="dict", required=True),
-            host=dict(type="dict", required=True),
+            facts=dict(type="dict"),
+            gather=dict(type="dict"),
+            host=dict(type="dict", default={}),
+            platform_maps=dict(type="dict", default={}),
             checks=dict(type="dict", required=True),
             settings=dict(type="dict", required=True),
             manifest=dict(type="dict", required=True),
@@ -212,9 +278,17 @@ def main():
             probe_sources=dict(type="bool", default=True),
             probe_timeout=dict(type="int", default=5),
         ),
+        mutually_exclusive=[("facts", "gather")],
+        required_one_of=[("facts", "gather")],
         supports_check_mode=True,
     )
     params = module.params
+    gathered = None
+    if params["gather"] is not None:
+        gathered = _gather(module, params["gather"])
+        params["facts"] = gathered["sparkforge"]
+        params["host"] = dict(_host_from(gathered), **params["host"])
+    params["sources"] = sources.fill_platform_names(params["sources"], params["host"], params["platform_maps"])
     missing = [k for k in _REQUIRED_CHECKS if k not in params["checks"]]
     missing += [k for k in _REQUIRED_MANIFEST if k not in params["manifest"]]
     if missing:
@@ -273,8 +347,11 @@ def main():
     if plan and plan["source_build"] and build_problems:
         text.append("cannot build from source here (only a builder of its platform class must): %s"
                     % " | ".join(p["message"] for p in build_problems))
-    module.exit_json(changed=False, plan=plan, problems=found, plan_text=text, ready=not found,
-                     can_build=not build_problems, build_problems=build_problems)
+    result = dict(changed=False, plan=plan, problems=found, plan_text=text, ready=not found,
+                  can_build=not build_problems, build_problems=build_problems)
+    if gathered is not None:
+        result["ansible_facts"] = gathered
+    module.exit_json(**result)
 
 
 if __name__ == "__main__":

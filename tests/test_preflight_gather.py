@@ -1,0 +1,126 @@
+"""Preflight reads the host and plans it in one module call (stack_plan's `gather`).
+
+The facts it returns must be the ones gpu_facts and `setup` return, since the later roles read
+ansible_facts.sparkforge, ansible_facts.architecture, ansible_facts.distribution and the Python
+facts.  Both are run for real on this machine: setup from ansible-core, gpu_facts with a fake
+nvidia-smi printing a GB10 in the real CSV format (no GPU here).
+"""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+from helpers import GB10, fake_smi, load_manifest, run_module
+
+MANIFEST_KEYS = ("sparkforge_torch_releases", "sparkforge_triton_releases", "sparkforge_torch_arch_min_version",
+                 "sparkforge_torch_arch_defaults", "sparkforge_torch_traps", "sparkforge_torch_fixes",
+                 "sparkforge_cxx_min_compilers", "sparkforge_torch_wheel_archs", "sparkforge_ml_packages",
+                 "sparkforge_ml_profiles", "sparkforge_ml_package_pins")
+CHECKS = {"allow_x86_64": True, "supported_distributions": [{"distribution": "Debian", "versions": ["12"]}],
+          "min_python": "3.10", "require_gpu": True, "min_driver_blackwell": "580", "min_ram_gib": 1,
+          "min_ram_gib_source_build": 1, "min_disk_gib": 0, "min_disk_gib_source_build": 0}
+
+
+def setup_facts():
+    """What ansible-core's setup module returns here for the subsets preflight used to gather."""
+    args = {"ANSIBLE_MODULE_ARGS": {"gather_subset": ["!all", "!min", "distribution", "python", "platform"]}}
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as handle:
+        json.dump(args, handle)
+    try:
+        out = subprocess.run([sys.executable, "-m", "ansible.modules.setup", handle.name], check=True,
+                             stdout=subprocess.PIPE, universal_newlines=True).stdout
+    finally:
+        os.unlink(handle.name)
+    return dict((k[len("ansible_"):], v) for k, v in json.loads(out)["ansible_facts"].items())
+
+
+def plan_args(tmp_path, **more):
+    m = load_manifest()
+    args = {"gather": {"nvidia_smi": fake_smi(str(tmp_path), "spark", GB10), "disk_paths": [str(tmp_path / "build")]},
+            "host": {"name": "spark"}, "checks": dict(CHECKS, build_dir=str(tmp_path / "build")),
+            "settings": {"components": ["cuda_libs", "cusparselt", "pytorch"], "torch_version": "latest",
+                         "torch_source": "source", "cuda_arch_list": "", "ml_profile": "minimal",
+                         "index_url": "https://download.pytorch.org/whl/cu130", "dev_libraries": "auto"},
+            "manifest": dict((k, m[k]) for k in MANIFEST_KEYS),
+            "sources": {"cuda_repo_url": "https://mirror.example/cuda", "cuda_keyring_version": "1.1-1",
+                        "cuda_keyring_sha256": "ab" * 32, "cusparselt_version": m["sparkforge_cusparselt_version"],
+                        "cusparselt_base_url": "https://mirror.example/cusparselt/{version}/",
+                        "pytorch_repo": "https://mirror.example/pytorch.git", "variables": {}},
+            "platform_maps": {"cuda_distro_map": {"Debian-12": "debian12"},
+                              "cuda_repo_arch_map": m["sparkforge_cuda_repo_arch_map"],
+                              "cuda_deb_arch_map": m["sparkforge_cuda_deb_arch_map"],
+                              "cusparselt_sha256": m["sparkforge_cusparselt_sha256"]},
+            "probe_sources": False}
+    args.update(more)
+    return args
+
+
+def test_one_call_returns_the_facts_of_gpu_facts_and_setup_and_plans_with_them(tmp_path):
+    args = plan_args(tmp_path)
+    result, rc = run_module("stack_plan", args)
+    assert rc == 0, result
+    facts = result["ansible_facts"]
+    # The same facts gpu_facts returns for the same nvidia-smi and disk path.
+    gpu, rc = run_module("gpu_facts", {"nvidia_smi": args["gather"]["nvidia_smi"], "required": False,
+                                       "disk_paths": args["gather"]["disk_paths"]})
+    assert rc == 0, gpu
+    ours, theirs = dict(facts["sparkforge"]), dict(gpu["ansible_facts"]["sparkforge"])
+    for d in (ours, theirs):  # free space and available RAM move between two reads
+        d.pop("disk")
+        d["memory"].pop("available_mib")
+    assert ours == theirs
+    assert facts["sparkforge"]["platform_class"] == "dgx_spark"
+    # ... and what setup returns, for every key it returns.
+    expected = setup_facts()
+    for key in ("distribution", "distribution_version", "distribution_release", "distribution_major_version",
+                "os_family", "architecture", "python_version", "machine", "system"):
+        assert facts[key] == expected[key], key
+    assert facts["python"]["version"] == expected["python"]["version"]
+    assert facts["python"]["executable"] == sys.executable
+    # The plan is this host's: the host facts were filled in from what was read.
+    assert result["plan"]["torch"]["source"] == "source"
+    arch = facts["architecture"]
+    deb_arch = {"x86_64": "amd64", "aarch64": "arm64"}.get(arch, arch)
+    key = "%s-%s" % (facts["distribution"], facts["distribution_version"])
+    distro = "debian12" if key == "Debian-12" else "ubuntu2404"
+    urls = [s["url"] for s in result["plan"]["sources"] if s["component"] == "cusparselt"]
+    assert urls and all(distro in u and deb_arch in u for u in urls), urls
+
+
+def test_the_maps_fill_the_repository_names_and_the_pinned_installer_sha256():
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "collections"))
+    from ansible_collections.sparkforge.stack.plugins.module_utils.sources import fill_platform_names
+    m = load_manifest()
+    maps = {"cuda_distro_map": m["sparkforge_cuda_distro_map"], "cuda_repo_arch_map": m["sparkforge_cuda_repo_arch_map"],
+            "cuda_deb_arch_map": m["sparkforge_cuda_deb_arch_map"], "cusparselt_sha256": m["sparkforge_cusparselt_sha256"]}
+    version = m["sparkforge_cusparselt_version"]
+    spark = {"distribution": "Ubuntu", "distribution_version": "24.04", "architecture": "aarch64"}
+    got = fill_platform_names({"cusparselt_version": version}, spark, maps)
+    pinned = m["sparkforge_cusparselt_sha256"].get(version, {}).get("ubuntu2404", {}).get("arm64", "")
+    assert (got["cuda_distro"], got["cuda_repo_arch"], got["deb_arch"], got["cusparselt_sha256"]) == \
+        ("ubuntu2404", "sbsa", "arm64", pinned)
+    # Given values win (an inventory that names its mirror's layout); an unknown OS falls back to ubuntu2404.
+    got = fill_platform_names({"cuda_distro": "rhel9", "cusparselt_version": version, "cusparselt_sha256": ""},
+                                dict(spark, distribution="Rocky"), maps)
+    assert (got["cuda_distro"], got["cusparselt_sha256"]) == ("rhel9", "")
+    assert fill_platform_names({}, dict(spark, distribution="Rocky"), maps)["cuda_distro"] == "ubuntu2404"
+
+
+def test_facts_and_gather_together_or_neither_is_refused(tmp_path):
+    args = plan_args(tmp_path)
+    both, rc = run_module("stack_plan", dict(args, facts={"gpus": []}))
+    assert rc != 0 and "mutually exclusive" in both["msg"], both
+    args.pop("gather")
+    neither, rc = run_module("stack_plan", args)
+    assert rc != 0 and "one of the following is required" in neither["msg"], neither
+
+
+def test_bad_gather_settings_are_refused_with_what_is_wrong(tmp_path):
+    args = plan_args(tmp_path)
+    for gather, words in (({"nvidia_smi": "x", "disks": ["/"]}, "unknown key(s) disks"),
+                          ({"timeout": 0}, "gather.timeout must be"),
+                          ({"disk_paths": "/opt"}, "gather.disk_paths must be a list")):
+        result, rc = run_module("stack_plan", dict(args, gather=gather))
+        assert rc != 0 and words in result["msg"], (gather, result)
