@@ -273,3 +273,39 @@ def write_record(path, installed):
         handle.write(json.dumps(installed, indent=4, sort_keys=True) + "\n")
     os.chmod(tmp, 0o644)
     os.rename(tmp, path)
+
+
+# Run by the venv's Python: each distribution's installed version ('' when absent) and, when torch
+# is installed, what `import torch` gives (its version and arch list) or why it does not import.
+_VENV_STATE_SCRIPT = r"""
+import importlib.metadata as m, json, sys
+out = {"packages": {}, "torch": None, "torch_error": None}
+for name in sys.argv[1:]:
+    out["packages"][name] = m.version(name) if any(True for _ in m.distributions(name=name)) else ""
+if out["packages"].get("torch"):
+    try:
+        import torch
+        cuda = getattr(torch, "cuda", None)
+        out["torch"] = {"version": torch.__version__, "archs": list(getattr(cuda, "get_arch_list", lambda: [])())}
+    except Exception as exc:
+        out["torch_error"] = "%s: %s" % (type(exc).__name__, exc)
+print(json.dumps(out))
+"""
+
+
+def read_venv_state(run, python, names):
+    """What the venv holds of ``names`` (distribution names) and whether torch imports, read in one
+    process, so that the roles after an install need not each start the venv's Python again.
+    ``run(argv)`` returns (rc, stdout, stderr).  A venv that does not exist holds nothing."""
+    empty = {"packages": dict((n, "") for n in names), "torch": None, "torch_error": None}
+    if not os.path.exists(python):
+        return dict(empty, torch_error="%s does not exist" % python)
+    rc, out, err = run([python, "-c", _VENV_STATE_SCRIPT] + list(names))
+    try:
+        state = json.loads(out.strip().splitlines()[-1]) if rc == 0 and out.strip() else None
+    except ValueError:
+        state = None
+    if state is None:
+        return dict(empty, torch_error="%s could not read the venv (exit %d): %s"
+                    % (python, rc, (err or out).strip()[-500:]))
+    return state

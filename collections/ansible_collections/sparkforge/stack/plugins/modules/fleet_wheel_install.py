@@ -64,6 +64,14 @@ options:
         and with O(generation) it is written around the install. State C(installing) before pip runs and
         C(installed) after, so a host killed halfway is found partial (RV(partial)) by the next run, which repairs it.
     type: path
+  venv_state:
+    description:
+      - Distribution names whose installed versions to return in RV(venv_state), read after any install, with
+        what C(import torch) gives when torch is among them and installed. The fleet install hands this to the
+        C(triton), C(pytorch) and C(torch_domains) roles so that they do not each read the venv again.
+    type: list
+    elements: str
+    default: []
   generation:
     description:
       - The generation these wheels are, as C(lineage), C(class) (whose wheelhouse directory holds them) and
@@ -122,6 +130,13 @@ upgrading:
   description: Whether this run moves the host to O(generation) (it held another, or an install of it was interrupted or failed).
   returned: when O(generation) is given
   type: bool
+venv_state:
+  description:
+    - With O(venv_state) - C(packages) (name to installed version, empty when absent), C(torch) (C(version) and
+      C(archs) that C(import torch) gives, null when it is absent or does not import) and C(torch_error).
+  returned: when O(venv_state) is given
+  type: dict
+  sample: {packages: {triton: 3.6.0, torch: 2.11.0}, torch: {version: 2.11.0+cu130, archs: [sm_90]}, torch_error: null}
 rollback_to:
   description: The generation the host goes back to if moving to O(generation) fails (C(null) when it has none).
   returned: when O(generation) is given
@@ -167,6 +182,14 @@ def how_to(record, target, reason):
     return "%s from generation %s" % (reason, record.get("generation"))
 
 
+def _exit(module, result):
+    names = module.params["venv_state"]
+    if names:
+        result["venv_state"] = fw.read_venv_state(module.run_command,
+                                                  os.path.join(module.params["venv"], "bin", "python"), names)
+    module.exit_json(**result)
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -179,6 +202,7 @@ def main():
             rehash=dict(type="bool", default=False),
             host_record=dict(type="path"),
             generation=dict(type="dict"),
+            venv_state=dict(type="list", elements="str", default=[]),
         ),
         required_by={"generation": ["host_record"]},
         supports_check_mode=True,
@@ -214,7 +238,7 @@ def main():
     before = fw.read_record(record_path)
     if bad and p["copies"] == "report":
         # No wheel_sha256 here: the host does not hold these wheels yet (the API reads it as installed).
-        module.exit_json(changed=False, to_copy=[b[0] for b in bad], installed=before, reinstalled=[], **extra)
+        _exit(module, dict(changed=False, to_copy=[b[0] for b in bad], installed=before, reinstalled=[], **extra))
     if bad:
         module.fail_json(msg="the class's wheels on this host are not the builder's, nothing installed: %s"
                          % "; ".join("%s %s" % item for item in bad), mismatches=[b[0] for b in bad])
@@ -230,7 +254,7 @@ def main():
                   wheel_sha256=dict((w["file"], w["sha256"]) for w in p["wheels"]),
                   diff=dict(before=before, after=after, before_header=record_path, after_header=record_path), **extra)
     if module.check_mode or not result["changed"]:
-        module.exit_json(**result)
+        _exit(module, result)
     if record_moves:
         gen.write_host(p["host_record"], gen.host_transition(host_before, target, "installing", extra["how"], now,
                                                              after))
@@ -249,7 +273,7 @@ def main():
     if record_moves:
         written = gen.read_host(p["host_record"])
         gen.write_host(p["host_record"], gen.host_transition(written, target, "installed", extra["how"], now, after))
-    module.exit_json(**result)
+    _exit(module, result)
 
 
 if __name__ == "__main__":

@@ -251,3 +251,48 @@ def test_summary_keeps_the_hosts_the_run_saw(tmp_path):
     with open(paths[1]) as handle:
         runs = [json.loads(line) for line in handle]
     assert len(runs) == 2 and runs[0]["hosts"] == summary and runs[0]["check"] is False
+
+
+def _site(tmp_path, torch_body):
+    """A site directory holding triton 3.6.0 and torch 2.11.0 (dist-info and package), as a venv would."""
+    site = tmp_path / "site"
+    for name, version, body in (("triton", "3.6.0", ""), ("torch", "2.11.0", torch_body)):
+        (site / name).mkdir(parents=True)
+        (site / name / "__init__.py").write_text(body)
+        info = site / ("%s-%s.dist-info" % (name, version))
+        info.mkdir()
+        (info / "METADATA").write_text("Metadata-Version: 2.1\nName: %s\nVersion: %s\n" % (name, version))
+    return str(site)
+
+
+def _runner(site):
+    def run(argv):
+        proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
+                              env=dict(os.environ, PYTHONPATH=site), check=False)
+        return proc.returncode, proc.stdout, proc.stderr
+    return run
+
+
+def test_venv_state_reads_versions_and_what_import_torch_gives_in_one_process(tmp_path):
+    site = _site(tmp_path, "__version__ = '2.11.0+cu130'\n"
+                           "class cuda:\n    @staticmethod\n    def get_arch_list():\n        return ['sm_90', 'sm_120']\n")
+    state = fw.read_venv_state(_runner(site), sys.executable, ["triton", "torch", "torchvision"])
+    assert state == {"packages": {"triton": "3.6.0", "torch": "2.11.0", "torchvision": ""},
+                     "torch": {"version": "2.11.0+cu130", "archs": ["sm_90", "sm_120"]}, "torch_error": None}
+
+
+def test_venv_state_says_why_torch_does_not_import(tmp_path):
+    site = _site(tmp_path, "raise ImportError('libcudnn.so.9: cannot open shared object file')\n")
+    state = fw.read_venv_state(_runner(site), sys.executable, ["torch"])
+    assert state["packages"] == {"torch": "2.11.0"} and state["torch"] is None
+    assert state["torch_error"] == "ImportError: libcudnn.so.9: cannot open shared object file"
+
+
+def test_venv_state_of_a_missing_or_broken_venv_holds_nothing(tmp_path):
+    missing = fw.read_venv_state(_runner(""), str(tmp_path / "venv" / "bin" / "python"), ["torch"])
+    assert missing["packages"] == {"torch": ""} and missing["torch"] is None and "does not exist" in missing["torch_error"]
+    broken = tmp_path / "python"
+    broken.write_text("#!/bin/sh\necho 'bad interpreter' >&2\nexit 3\n")
+    broken.chmod(0o755)
+    state = fw.read_venv_state(_runner(""), str(broken), ["torch"])
+    assert state["packages"] == {"torch": ""} and "exit 3" in state["torch_error"] and "bad interpreter" in state["torch_error"]
