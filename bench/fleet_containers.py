@@ -7,10 +7,14 @@ alternating an H100 (9.0) and an RTX PRO 6000 Blackwell (12.0), so two platform 
 N=2.  The playbook is the scenario's own converge (molecule/fleet/converge.yml: fixtures, then
 playbooks/spark.yml with components triton, pytorch and torch_domains built from the fixture
 sources), with the scenario's variables (molecule/fleet/inventory/hosts.yml).  It converges once (one
-build per class and artifact), then times a rerun (changed=0 is checked) and prints the rerun
-time, its ratio to N=1 and the build count per class of the first run and of the rerun (from
+build per class and artifact), then times two no-op reruns (changed=0 is checked in both):
+- the fleet playbook alone (playbooks/spark.yml with the scenario's inventory and its
+  `sparkforge_serial: 2`): what a user's no-op rerun costs; the ratio to N=1 is of this one;
+- the scenario's whole converge again, the test bed's own preparation of its hosts included (fake
+  nvidia-smi, fixture unpacking): what the figures before 2026-11-25 measured.
+It prints both, the ratio and the build count per class of the first run and of the reruns (from
 the playbook's fleet history).  At N=1 it also times a playbook of as many ansible.builtin.stat
-tasks on that host as the rerun ran tasks (host and controller), and prints rerun / stat.
+tasks on that host as the fleet rerun ran tasks (host and controller), and prints rerun / stat.
 
 amd64 only: emulated arm64 hosts would measure qemu, not the playbook.  The containers share
 this machine's cores, so the figure is the controller-plus-hosts cost of a no-op fleet run.
@@ -67,14 +71,14 @@ def inventory(root, names):
     return path
 
 
-def playbook(root, inv, log=None):
+def playbook(root, inv, log=None, path=os.path.join(SCENARIO, "converge.yml"), extra=()):
     env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"), ANSIBLE_NOCOLOR="1",
                MOLECULE_EPHEMERAL_DIRECTORY=root, ANSIBLE_FORKS="20")
     if log:
         # Per-task times, to see where a rerun spends them.
         env["ANSIBLE_CALLBACKS_ENABLED"] = "ansible.posix.profile_tasks"
     start = time.monotonic()
-    proc = subprocess.run([os.path.join(BIN, "ansible-playbook"), os.path.join(SCENARIO, "converge.yml"), "-i", inv],
+    proc = subprocess.run([os.path.join(BIN, "ansible-playbook"), path, "-i", inv] + list(extra),
                           cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                           universal_newlines=True, check=False)
     elapsed = time.monotonic() - start
@@ -115,7 +119,8 @@ def main():
                         "--ulimit", "nofile=1024:1024", "--ulimit", "nproc=1000:1000", IMAGE, "sleep", "infinity"],
                        check=True, stdout=subprocess.DEVNULL)
     base = None
-    print("%4s %10s %10s %7s  %s" % ("N", "first s", "no-op s", "ratio", "builds per class: first run; rerun"))
+    print("%4s %10s %10s %7s %14s  %s" % ("N", "first s", "no-op s", "ratio", "no-op+prep s",
+                                         "builds per class: first run; reruns"))
     for n in args.sizes:
         names = start_hosts(n, args.peer)
         try:
@@ -123,16 +128,22 @@ def main():
                 inv = inventory(root, names)
                 first, _ = playbook(root, inv)
                 log = os.path.join(args.logs, "rerun-%d.log" % n) if args.logs else None
-                rerun, counts = playbook(root, inv, log)
-                changed = {host: c for host, (_ok, c) in counts.items()}
-                if any(changed.values()):
-                    sys.exit("the rerun at N=%d changed something: %s" % (n, changed))
+                # The scenario's converge imports spark.yml with sparkforge_serial: 2 (a play keyword).
+                rerun, counts = playbook(root, inv, log, os.path.join(REPO, "playbooks", "spark.yml"),
+                                         ["-e", "sparkforge_serial=2"])
+                log = os.path.join(args.logs, "rerun-prep-%d.log" % n) if args.logs else None
+                with_prep, counts_prep = playbook(root, inv, log)
+                for what in (counts, counts_prep):
+                    changed = {host: c for host, (_ok, c) in what.items()}
+                    if any(changed.values()):
+                        sys.exit("a rerun at N=%d changed something: %s" % (n, changed))
                 with open(os.path.join(root, "fleet-scenario", "reports", "fleet-history.jsonl")) as handle:
                     runs = [json.loads(line)["hosts"] for line in handle]
                 builds = [{r["class"].split("-")[0]: len(r["builds"]) for r in run.values() if r["builder"]}
-                          for run in runs[-2:]]
+                          for run in runs[-3:]]
                 base = base or rerun
-                print("%4d %10.1f %10.1f %7.2f  %s; %s" % (n, first, rerun, rerun / base, builds[0], builds[1]))
+                print("%4d %10.1f %10.1f %7.2f %14.1f  %s; %s, %s" % (n, first, rerun, rerun / base, with_prep,
+                                                                     builds[0], builds[1], builds[2]))
                 if n == 1:
                     # One stat task per task that ran (the controller's too), on the one host.
                     tasks = sum(ok for ok, _c in counts.values())
