@@ -67,10 +67,9 @@ created_dir:
 """
 
 import os
-import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.common.text.converters import to_bytes
+from ansible_collections.sparkforge.stack.plugins.module_utils.build_common import atomic_write_text
 from ansible_collections.sparkforge.stack.plugins.module_utils.env_file import EnvFileError, render
 
 
@@ -104,12 +103,8 @@ def main():
     result = dict(path=path, created_dir=created_dir, changed=changed,
                   diff=dict(before=before or "", after=text, before_header=path, after_header=path))
     if changed and not module.check_mode:
-        if created_dir:
-            os.makedirs(directory, 0o755)
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".%s." % os.path.basename(path))
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(to_bytes(text))
-        module.atomic_move(tmp, path)
+        # The directory too, when missing; readers never see half a file.
+        atomic_write_text(path, text)
     if not module.check_mode or not changed:
         # The mode is part of the state: set it even when the text was already right.
         result["changed"] = module.set_mode_if_different(path, module.params["mode"], result["changed"]) \
