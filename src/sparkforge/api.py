@@ -842,6 +842,27 @@ def rollback(inventory, to=None, limit=None, extravars=None, on_event=None, play
                         limit=limit, extravars=extra, on_event=on_event, **kwargs)
 
 
+def bundle(inventory, out=None, limit=None, extravars=None, on_event=None, playbook=None, **kwargs):
+    """Make an offline bundle in ``out`` (a directory on this machine) of everything the inventory's
+    plans fetch: playbooks/bundle.yml, each host planned with probing off, then the controller fetches.
+    Use it on the air-gapped side with ``sparkforge_bundle: <out>``."""
+    try:
+        extra = parse_extravars([extravars] if isinstance(extravars, (dict, str)) else extravars)
+    except (ValueError, OSError, yaml.YAMLError) as exc:
+        return _error_result("bundle", str(exc), inventory=inventory, limit=limit)
+    if not out:
+        return _error_result("bundle", "--out DIR is required: where the bundle is written", inventory=inventory,
+                             limit=limit)
+    out = os.path.abspath(out)
+    if os.path.exists(out) and not os.path.isdir(out):
+        return _error_result("bundle", "--out %s exists and is not a directory" % out, inventory=inventory,
+                             limit=limit)
+    extra["sparkforge_bundle_out"] = out
+    kwargs.pop("check", None)
+    return run_playbook("bundle", inventory, playbook=playbook or os.path.join("playbooks", "bundle.yml"),
+                        limit=limit, extravars=extra, on_event=on_event, **kwargs)
+
+
 class RunStream:
     """Iterate the ProgressEvents of a run while it happens; ``result`` holds the RunResult after.
 

@@ -1,4 +1,4 @@
-"""``sparkforge plan|provision|verify|status|rollback|report|versions``: the command line over sparkforge.api.
+"""``sparkforge plan|provision|verify|status|rollback|bundle|report|versions``: the command line over sparkforge.api.
 
 Exit codes (scripts can rely on them):
 
@@ -152,7 +152,7 @@ def _print_summary(result, out):
             host = result.hosts[name]
             write("%-*s  %-11s %5d %7d %6d %7d\n" % (width, name, host.state, host.ok, host.changed, host.failed,
                                                      host.skipped))
-    if result.action == "plan":
+    if result.action in ("plan", "bundle"):
         _print_sources(result, write)
     if result.action in ("status", "rollback"):
         _print_generations(result, write)
@@ -181,7 +181,8 @@ def _print_sources(result, write):
     for name in sorted(result.hosts):
         for item in (result.hosts[name].plan or {}).get("sources") or []:
             rows.append((name, "%s: %s" % (item.get("component"), item.get("source")), item.get("url") or "",
-                         item.get("error") or item.get("status") or "", item.get("variable") or ""))
+                         item.get("error") or ("bundle: %s" % item["path"] if item.get("path") else None)
+                         or item.get("status") or "", item.get("variable") or ""))
     if len(rows) == 1:
         return
     widths = [min(90, max(len(str(r[i])) for r in rows)) for i in range(5)]
@@ -262,6 +263,19 @@ def build_parser():
     back = sub.add_parser("rollback", help="put hosts back on an earlier generation (default: each one's previous)")
     run_options(back, False)
     back.add_argument("--to", metavar="G", help="the generation to go back to")
+    bun = sub.add_parser(
+        "bundle", help="collect what the inventory's plans fetch into one directory, for air-gapped sites",
+        description="Make an offline bundle: plan every host of the inventory (source probing off), then, on this "
+                    "machine, fetch everything those plans need - NVIDIA's CUDA apt repository (signed index files "
+                    "and the planned .debs with their dependencies), cuda-keyring, the cuSPARSELt installer, bare "
+                    "git mirrors of the pinned refs with their submodules, and the wheels for each host's Python "
+                    "and CPU - into DIR, with manifest.json listing every file's sha256, size and origin. Carry DIR "
+                    "to the air-gapped controller and set sparkforge_bundle: DIR in its inventory; preflight then "
+                    "checks every file and stops a host whose plan needs an item the bundle lacks. A rerun fetches "
+                    "only what is missing. The distribution's own packages are not bundled (a site mirror serves "
+                    "them).")
+    run_options(bun, False)
+    bun.add_argument("--out", required=True, metavar="DIR", help="the bundle directory (created)")
     versions.add_parser(sub)
     rep = sub.add_parser("report", help="show reports/<run>/ (the newest run by default)")
     rep.add_argument("--run", help="run id (a directory name under reports/)")
@@ -322,6 +336,8 @@ def main(argv=None, stdout=None, stderr=None):
             result = api.rollback(inventory, to=args.to, **kwargs)
         elif args.command == "verify":
             result = api.verify(inventory, **kwargs)
+        elif args.command == "bundle":
+            result = api.bundle(inventory, out=args.out, **kwargs)
         else:
             result = api.provision(inventory, check=args.check, diff=args.diff,
                                    tags=args.tags.split(",") if args.tags else None,

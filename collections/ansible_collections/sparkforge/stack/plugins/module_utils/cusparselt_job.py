@@ -202,6 +202,16 @@ def default_arch(runner):
 def download(runner, url, dest, expected):
     """Download ``url`` to ``dest``; verify ``expected`` sha256 (fail on mismatch, leaving no file)."""
     tmp = dest + ".part"
+    if url.startswith("file://"):
+        # A local mirror or an offline bundle's copy: read it directly (fetch_url gives no status for file:).
+        local = url[len("file://"):]
+        if not os.path.isfile(local):
+            runner.fail("could not read the cuSPARSELt local repo package: %s does not exist. Check version, distro, "
+                        "arch and base_url" % local, url=url, status=None)
+        shutil.copyfile(local, tmp)
+        verify(runner, tmp, expected, url)
+        os.rename(tmp, dest)
+        return
     response, info = runner.system.fetch(url, runner.params["timeout"])
     if response is None or info.get("status") != 200:
         status = info.get("status")

@@ -179,7 +179,7 @@ DEV_LIBRARIES = ("auto", "always", "never")
 TORCH_SOURCE_WORDS = {"index": "a package index", "wheelhouse": "a wheelhouse", "existing": "the existing venv"}
 
 
-def compile_needs(config, enabled, manifest, facts, klass):
+def compile_needs(config, enabled, manifest, facts, klass, ml_out=None):
     """What compiles on this host, each as a reason (empty: nothing does, so no CUDA development
     libraries, cuSPARSELt or LLVM are needed)."""
     needs = []
@@ -197,6 +197,8 @@ def compile_needs(config, enabled, manifest, facts, klass):
                                profile=config.get("ml_profile") or "minimal")
         except MatrixError as exc:
             raise PlanError("ML package matrix: %s" % exc)
+        if ml_out is not None:  # the packages the profile installs (what an offline bundle must carry)
+            ml_out.extend({"name": i["name"], "requirement": i["requirement"], "method": i["method"]} for i in items)
         source_built = [i["name"] for i in items if i["method"] == "source"]
         if source_built:
             needs.append("ML package(s) %s built from source on %s (profile %s)"
@@ -248,7 +250,8 @@ def build_plan(facts, config, manifest):
             steps.append({"component": component, "action": action, "detail": detail, "why": why})
 
     build_torch = source == "source"
-    needs = compile_needs(config, enabled, manifest, facts, klass)
+    ml_items = []
+    needs = compile_needs(config, enabled, manifest, facts, klass, ml_items)
     dev_libraries = config.get("dev_libraries") or "auto"
     if dev_libraries not in DEV_LIBRARIES:
         raise PlanError("sparkforge_dev_libraries must be one of %s, got %r" % (", ".join(DEV_LIBRARIES), dev_libraries))
@@ -305,6 +308,7 @@ def build_plan(facts, config, manifest):
         "torchvision": release.get("torchvision"),
         "torchaudio": release.get("torchaudio"),
         "source_build": build_torch,
+        "ml_packages": ml_items,
         "steps": steps,
     }
 

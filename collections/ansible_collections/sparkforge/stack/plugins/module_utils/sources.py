@@ -68,10 +68,13 @@ def plan_sources(plan, urls, host, apt_sources_dir="/etc/apt/sources.list.d"):
     names = urls.get("variables") or {}
     out = []
 
-    def add(component, source, url, kind, key, probe=None, sha256=None):
+    def add(component, source, url, kind, key, probe=None, sha256=None, ref=None):
         if url:
-            out.append({"component": component, "source": source, "url": url, "probe": probe or url, "kind": kind,
-                        "variable": names.get(key, key), "sha256": sha256 or None})
+            item = {"component": component, "source": source, "url": url, "probe": probe or url, "kind": kind,
+                    "variable": names.get(key, key), "sha256": sha256 or None, "key": key}
+            if kind == "git":
+                item["ref"] = ref
+            out.append(item)
 
     if actions.get("cuda_libs") == "install":
         repo = "%s/%s/%s/" % (urls["cuda_repo_url"].rstrip("/"), urls.get("cuda_distro"), urls.get("cuda_repo_arch"))
@@ -85,10 +88,10 @@ def plan_sources(plan, urls, host, apt_sources_dir="/etc/apt/sources.list.d"):
         add("cusparselt", "cuSPARSELt installer",
             cusparselt.deb_url(urls["cusparselt_base_url"], version, urls.get("cuda_distro"), urls.get("deb_arch")),
             "http", "cusparselt_base_url", sha256=urls.get("cusparselt_sha256"))
+    torch = plan.get("torch") or {}
     for component, key, label in GIT_COMPONENTS:
         if actions.get(component) == "build":
-            add(component, label, urls.get(key), "git", key)
-    torch = plan.get("torch") or {}
+            add(component, label, urls.get(key), "git", key, ref=git_ref(key, plan, urls))
     if actions.get("pytorch") == "install" and torch.get("source") == "index":
         index = (urls.get("torch_index_url") or "").rstrip("/")
         add("pytorch", "torch package index", index, "index", "torch_index_url", probe=index + "/torch/")
@@ -105,6 +108,21 @@ def plan_sources(plan, urls, host, apt_sources_dir="/etc/apt/sources.list.d"):
             add("ml_packages", "ML extra index", extra, "index", "ml_extra_index_urls",
                 probe=extra.rstrip("/") + "/")
     return out
+
+
+def git_ref(key, plan, urls):
+    """The tag or commit a build checks out (what a bundle's mirror must hold); None: read at build
+    time (LLVM's commit from Triton's cmake/llvm-hash.txt when the version data has none)."""
+    given = urls.get(key.replace("_repo", "_ref"))
+    if given:
+        return given
+    if key == "pytorch_repo":
+        return "v%s" % (plan.get("torch") or {}).get("version")
+    if key == "triton_repo":
+        return "v%s" % (plan.get("triton") or {}).get("version")
+    if key == "llvm_repo":
+        return (plan.get("triton") or {}).get("llvm_commit") or None
+    return "v%s" % plan.get(key.replace("_repo", ""))
 
 
 def _local_path(url):
@@ -168,8 +186,8 @@ def table(host, probed):
     """Lines of the sources table a person reads: host, source, URL, error, the variable to change."""
     rows = [("host", "source", "URL", "error", "variable")]
     for p in probed:
-        rows.append((host, "%s: %s" % (p["component"], p["source"]), p["url"],
-                     p.get("error") or p.get("status", "-"), p["variable"]))
+        state = p.get("error") or ("bundle: %s" % p["path"] if p.get("path") else p.get("status", "-"))
+        rows.append((host, "%s: %s" % (p["component"], p["source"]), p["url"], state, p["variable"]))
     widths = [min(90, max(len(str(r[i])) for r in rows)) for i in range(5)]
     return ["  ".join(str(c)[:90].ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
 

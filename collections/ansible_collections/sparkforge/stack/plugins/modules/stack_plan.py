@@ -96,6 +96,17 @@ options:
     description: Seconds one probe may take.
     type: int
     default: 5
+  bundle:
+    description:
+      - An offline bundle to take every source from instead of the network (C(sparkforge_bundle)); no
+        source is probed then.
+      - C(dir) is the bundle on the controller, C(host_dir) where it will be on the host, C(manifest) and
+        C(bad) what M(sparkforge.stack.offline_bundle_info) returned for it.
+      - Every source of the plan must be in the bundle for the host's target (CUDA distro, Debian
+        architecture, Python); a missing item, one made for another target or a file whose sha256 differs
+        is a problem of check C(bundle) naming the item. The plan then carries C(bundle.overrides), the
+        role variables that point each source at the host's copy.
+    type: dict
 attributes:
   check_mode:
     support: full
@@ -208,7 +219,7 @@ build_problems:
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.urls import open_url
 from ansible.module_utils.six.moves.urllib.error import HTTPError, URLError
-from ansible_collections.sparkforge.stack.plugins.module_utils import sources
+from ansible_collections.sparkforge.stack.plugins.module_utils import bundle, sources
 from ansible_collections.sparkforge.stack.plugins.module_utils.preflight import (
     PlanError,
     build_plan,
@@ -277,12 +288,18 @@ def main():
             sources=dict(type="dict", default={}),
             probe_sources=dict(type="bool", default=True),
             probe_timeout=dict(type="int", default=5),
+            bundle=dict(type="dict"),
         ),
         mutually_exclusive=[("facts", "gather")],
         required_one_of=[("facts", "gather")],
         supports_check_mode=True,
     )
     params = module.params
+    bundle_spec = params["bundle"]
+    if bundle_spec is not None:
+        lacking = [k for k in ("dir", "host_dir", "manifest") if not bundle_spec.get(k)]
+        if lacking:
+            module.fail_json(msg="bundle needs %s (sparkforge.stack.offline_bundle_info's result)" % ", ".join(lacking))
     gathered = None
     if params["gather"] is not None:
         gathered = _gather(module, params["gather"])
@@ -327,12 +344,31 @@ def main():
     if plan:
         # Every remote source the plan will fetch from, probed before anything changes.
         items = sources.plan_sources(plan, params["sources"], params["host"])
-        if params["probe_sources"]:
+        # What picks the host's apt repository, cuSPARSELt installer and wheels in an offline bundle.
+        try:
+            target = bundle.target_of(dict(params["sources"], **params["host"]))
+        except bundle.BundleError as exc:
+            target = None
+            if bundle_spec is not None:
+                module.fail_json(msg="bundle: %s" % exc)
+        plan["target"] = target
+        if bundle_spec is not None:
+            # An offline bundle replaces every source: nothing is probed, each must be in the bundle.
+            rows, missing = bundle.match(bundle_spec["manifest"], items, target, plan, bundle_spec.get("bad") or [])
+            plan["sources"] = rows
+            dirs, copies = bundle.host_copy(rows, target)
+            plan["bundle"] = {"dir": bundle_spec["dir"], "host_dir": bundle_spec["host_dir"], "target": target,
+                              "overrides": bundle.overrides(rows, bundle_spec["host_dir"], target),
+                              "dirs": dirs, "paths": copies}
+            for message in missing:
+                found.append({"check": "bundle", "message": message})
+        elif params["probe_sources"]:
             probed = sources.probe(items, params["probe_timeout"], _opener)
         else:
             probed = [dict(i, status="not probed", error=None) for i in items]
-        plan["sources"] = probed
-        for item in probed:
+        if bundle_spec is None:
+            plan["sources"] = probed
+        for item in plan["sources"]:
             if item["status"] in ("unreachable", "refused"):
                 # Short: the sources table beside it has the URL and the error.
                 found.append({"check": "sources", "message": "%s: %s %s: point %s at a mirror%s" % (
@@ -342,7 +378,9 @@ def main():
     text = render_plan(plan, found) if plan else ["no plan: %s" % plan_error] + [
         "  - [%s] %s" % (p["check"], p["message"]) for p in found]
     if plan and plan["sources"]:
-        text += ["sources (%s):" % ("probed" if params["probe_sources"] else "not probed: sparkforge_probe_sources is false")]
+        text += ["sources (%s):" % ("from the offline bundle %s" % bundle_spec["dir"] if bundle_spec is not None else
+                                    "probed" if params["probe_sources"] else
+                                    "not probed: sparkforge_probe_sources is false")]
         text += ["  " + line for line in sources.table(params["host"].get("name") or "this host", plan["sources"])]
     if plan and plan["source_build"] and build_problems:
         text.append("cannot build from source here (only a builder of its platform class must): %s"

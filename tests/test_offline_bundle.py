@@ -1,0 +1,236 @@
+"""The offline bundle, for real: made here, used by a container host that has no network at all.
+
+The "network" is this machine's stand-ins, reached through file:// URLs that exist only here: the
+stand-in NVIDIA server's tree (tests/fixtures/nvidia_repo: signed flat CUDA repository, cuda-keyring,
+cuSPARSELt local-repo installers, all real .debs) and a PEP 503 index of torch, torchvision,
+torchaudio and a dependency of torch (tests/fixtures/pytorch/wheel_index.py). The host is a
+container from the test bed's amd64 image with `--network none`, reached through the podman
+connection, with a fake nvidia-smi (a GB10), components cuda_libs, cusparselt, pytorch and
+torch_domains, torch from the index and the CUDA libraries asked for (sparkforge_dev_libraries).
+
+1. Without a bundle, preflight stops the host with the sources table (every source unreachable), and
+   nothing on the host changed (a filesystem snapshot).
+2. `sparkforge bundle -i INVENTORY --out DIR` makes the bundle.
+3. Bundles that must be refused, each a preflight stop that names the item, nothing changed: an item
+   missing, a file whose sha256 differs, a bundle made for another Python.
+4. With the bundle, the whole playbook converges (apt from the bundle's copy of the signed repository,
+   cuSPARSELt's installer, pip from the bundle's wheels) and a rerun changes nothing.
+The git mirrors (pinned commits and submodules, depth 1) are proven in test_offline_bundle_parts.py.
+"""
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import uuid
+
+import pytest
+import yaml
+
+from helpers import GB10, REPO, fake_smi, image_present, remove_containers, start_container
+
+sys.path.insert(0, os.path.join(REPO, "tests", "fixtures", "nvidia_repo"))
+import build_repo  # noqa: E402
+
+BIN = os.path.dirname(sys.executable)
+WHEELS = os.path.join(REPO, "tests", "fixtures", "pytorch", "wheel_index.py")
+HOST_BUNDLE = "/opt/sparkforge/bundle"
+
+pytestmark = pytest.mark.skipif(not image_present(), reason="podman or the test bed's amd64 image missing")
+
+
+def torch_index(root):
+    """torch 2.10.0 (needing sparkforge-dep) and its domain libraries, as a PEP 503 index; file:// URL."""
+    wheels = root / "wheels"
+    for args in (["torch", "2.10.0", "sparkforge-dep>=1"], ["sparkforge-dep", "1.0"],
+                 ["torchvision", "0.25.0", "torch==2.10.0"], ["torchaudio", "2.10.0", "torch==2.10.0"],
+                 ["torch", "2.11.0"]):  # a release the plan does not want: not bundled
+        subprocess.run([sys.executable, WHEELS, "marker", str(wheels)] + args, check=True, stdout=subprocess.DEVNULL)
+    subprocess.run([sys.executable, WHEELS, "index", str(root / "index")] + sorted(str(p) for p in wheels.iterdir()),
+                   check=True, stdout=subprocess.DEVNULL)
+    return "file://%s/simple" % (root / "index")
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    root = tmp_path_factory.mktemp("offline")
+    cache = build_repo.build()
+    with open(os.path.join(cache, "manifest.json")) as handle:
+        stand_in = json.load(handle)
+    tree = os.path.join(cache, "tree")
+    debs = stand_in["cusparselt"]["0.8.1"]["debs"]
+    installer = debs["amd64"]
+    smi = root / "gpu"
+    smi.mkdir()
+    name = "sparkforge-offline-%s" % uuid.uuid4().hex[:8]
+    host = {"ansible_connection": "containers.podman.podman", "ansible_host": name,
+            "ansible_python_interpreter": "/usr/bin/python3",
+            "preflight_nvidia_smi": fake_smi(str(smi), "h1", GB10, python="/usr/bin/python3", seen_at="/opt/fake-gpu")}
+    group = {
+        "sparkforge_components": ["cuda_libs", "cusparselt", "pytorch", "torch_domains"],
+        "sparkforge_torch_source": "index",
+        "sparkforge_torch_version": "2.10.0",
+        "sparkforge_torch_index_url": torch_index(root),
+        "sparkforge_dev_libraries": "always",
+        # The stand-in repositories are NVIDIA's ubuntu2404 ones; the test bed runs Debian 12.
+        "sparkforge_cuda_distro_map": {"Debian-12": "ubuntu2404"},
+        "cuda_libs_repo_url": "file://%s/compute/cuda/repos" % tree,
+        "cuda_libs_install_build_prereqs": False,
+        "cusparselt_base_url": "file://%s/compute/cusparselt/{version}/local_installers/" % tree,
+        "sparkforge_cusparselt_sha256": {"0.8.1": {"ubuntu2404": {"amd64": installer["sha256"]}}},
+        "sparkforge_fleet_wheelhouse": str(root / "wheelhouse"),
+        "sparkforge_fleet_report_dir": str(root / "reports"),
+        "preflight_allow_x86_64": True,
+        "preflight_supported_distributions": [{"distribution": "Debian", "versions": ["12"]}],
+        "preflight_min_ram_gib": 1, "preflight_min_ram_gib_source_build": 1,
+        "preflight_min_disk_gib": 1, "preflight_min_disk_gib_source_build": 1,
+    }
+    inventory = root / "inventory.yml"
+    inventory.write_text(yaml.safe_dump({"all": {"hosts": {"h1": host}, "vars": group}}, sort_keys=False))
+    try:
+        start_container(name, network="none", volumes=["%s:/opt/fake-gpu:ro" % smi])
+        yield {"root": root, "inventory": str(inventory), "name": name, "tree": tree}
+    finally:
+        remove_containers([name])
+
+
+def ansible_env():
+    return dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"), ANSIBLE_NOCOLOR="1",
+                ANSIBLE_FORCE_COLOR="0")
+
+
+def spark(site, *extra):
+    proc = subprocess.run([os.path.join(BIN, "ansible-playbook"), "playbooks/spark.yml", "-i", site["inventory"]]
+                          + list(extra), cwd=REPO, env=ansible_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          universal_newlines=True, timeout=900, check=False)
+    recap = re.search(r"^h1\s+: ok=\d+\s+changed=(\d+)\s+unreachable=\d+\s+failed=(\d+)", proc.stdout, re.M)
+    site["runs"] = site.get("runs", 0) + 1  # each run's output stays beside the test's files, for a person
+    (site["root"] / ("run-%02d.log" % site["runs"])).write_text(proc.stdout)
+    return proc, (int(recap.group(1)), int(recap.group(2))) if recap else None
+
+
+def on(site, script):
+    return subprocess.run(["podman", "exec", site["name"], "bash", "-c", script], stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, universal_newlines=True, timeout=300, check=False)
+
+
+def snapshot(site):
+    """Every file (with size and mtime) and directory outside the kernel's and the connection's scratch space
+    (a directory's mtime changes when the connection makes its own ~/.ansible in it)."""
+    proc = on(site, "find / -xdev \\( -path /proc -o -path /sys -o -path /dev -o -path /tmp -o -path /var/tmp "
+                    "-o -path /root/.ansible -o -path /run \\) -prune -o -type d -printf '%p/\\n' "
+                    "-o -printf '%p %s %T@\\n' | sort")
+    assert proc.returncode == 0, proc.stdout[-2000:]
+    return proc.stdout
+
+
+def bad_copy(site, good, name, edit):
+    """A copy of the bundle, changed by ``edit(directory, manifest)``; the manifest is written back."""
+    dest = site["root"] / name
+    shutil.copytree(good, str(dest))
+    with open(dest / "manifest.json") as handle:
+        manifest = json.load(handle)
+    edit(dest, manifest)
+    (dest / "manifest.json").write_text(json.dumps(manifest))
+    return str(dest)
+
+
+def test_offline_host_from_a_bundle(site):
+    # 1. No bundle: preflight stops the host before anything changes, with the sources table.
+    before = snapshot(site)
+    proc, recap = spark(site)
+    assert proc.returncode == 2 and recap == (0, 1), proc.stdout[-6000:]
+    for source, variable in (("cuda_libs: CUDA apt repository", "cuda_libs_repo_url"),
+                             ("cusparselt: cuSPARSELt installer", "cusparselt_base_url"),
+                             ("pytorch: torch package index", "sparkforge_torch_index_url")):
+        assert "%s is unreachable: point %s at a mirror" % (source, variable) in proc.stdout, source
+        assert re.search(r"h1\s+%s\s+file://" % source, proc.stdout), source  # its row in the sources table
+    assert "Preflight found" in proc.stdout and "nothing was changed" in proc.stdout
+
+    # 2. The bundle, made where the sources are: `sparkforge bundle`.
+    bundle = str(site["root"] / "bundle")
+    made = subprocess.run([os.path.join(BIN, "sparkforge"), "bundle", "-i", site["inventory"], "--out", bundle,
+                           "--plain"], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          universal_newlines=True, timeout=900, check=False)
+    (site["root"] / "bundle.log").write_text(made.stdout)
+    assert made.returncode == 0, made.stdout[-6000:]
+    with open(os.path.join(bundle, "manifest.json")) as handle:
+        manifest = json.load(handle)
+    assert [t["id"] for t in manifest["targets"]] == ["ubuntu2404-amd64-py3.11"]
+    paths = set(i["path"] for i in manifest["items"])
+    repo = "apt/ubuntu2404/x86_64/"
+    # The signed index as published, the planned packages with their dependencies, nothing else.
+    assert {repo + n for n in ("InRelease", "Release", "Release.gpg", "Packages", "Packages.gz")} <= paths
+    debs = sorted(p[len(repo):] for p in paths if p.startswith(repo) and p.endswith(".deb"))
+    assert debs == sorted(["cuda-keyring_1.1-1_all.deb", "cuda-toolkit-13-0-config-common_13.0.96-1_all.deb",
+                           "cudnn9-cuda-13_9.13.0.50-1_amd64.deb", "libcublas-13-0_13.0.2.14-1_amd64.deb",
+                           "libcublas-dev-13-0_13.0.2.14-1_amd64.deb", "libcudnn9-cuda-13_9.13.0.50-1_amd64.deb",
+                           "libcudnn9-dev-cuda-13_9.13.0.50-1_amd64.deb",
+                           "libcudnn9-headers-cuda-13_9.13.0.50-1_amd64.deb", "libnccl-dev_2.28.7-1+cuda13.0_amd64.deb",
+                           "libnccl2_2.28.7-1+cuda13.0_amd64.deb"]), debs
+    for rel in (repo + "InRelease", repo + "Packages"):
+        with open(os.path.join(site["tree"], "compute/cuda/repos/ubuntu2404/x86_64", rel[len(repo):]), "rb") as a, \
+                open(os.path.join(bundle, rel), "rb") as b:
+            assert a.read() == b.read(), "%s must be NVIDIA's file unchanged (apt checks its signature)" % rel
+    assert "cusparselt/cusparselt-local-repo-ubuntu2404-0.8.1_0.8.1-1_amd64.deb" in paths
+    wheels = sorted(p.rsplit("/", 1)[1] for p in paths if p.startswith("wheels/cp311-x86_64/") and p.endswith(".whl"))
+    assert wheels == ["sparkforge_dep-1.0-py3-none-any.whl", "torch-2.10.0-py3-none-any.whl",
+                      "torchaudio-2.10.0-py3-none-any.whl", "torchvision-0.25.0-py3-none-any.whl"], wheels
+    for item in manifest["items"]:
+        assert len(item["sha256"]) == 64 and item["size"] > 0 and item["origin"], item
+    # A rerun fetches nothing.
+    again = subprocess.run([os.path.join(BIN, "sparkforge"), "bundle", "-i", site["inventory"], "--out", bundle,
+                            "--json", "-q"], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           universal_newlines=True, timeout=900, check=False)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert json.loads(again.stdout)["hosts"]["h1"]["changed"] == 0
+
+    # 3. Bundles that must be refused by name, before anything changes.
+    def drop_installer(dest, m):
+        m["sources"] = [s for s in m["sources"] if "cusparselt" not in s["url"]]
+        m["items"] = [i for i in m["items"] if not i["path"].startswith("cusparselt/")]
+        shutil.rmtree(str(dest / "cusparselt"))
+
+    def flip_a_byte(dest, m):
+        path = dest / repo / "libnccl2_2.28.7-1+cuda13.0_amd64.deb"
+        data = bytearray(path.read_bytes())
+        data[-1] ^= 1
+        path.write_bytes(bytes(data))
+
+    def other_python(dest, m):
+        text = json.dumps(m).replace("py3.11", "py3.12").replace("cp311-x86_64", "cp312-x86_64")
+        m.clear()
+        m.update(json.loads(text))
+        m["targets"][0]["python"] = "3.12"
+        shutil.move(str(dest / "wheels" / "cp311-x86_64"), str(dest / "wheels" / "cp312-x86_64"))
+
+    refusals = {
+        "missing": (drop_installer, r"cusparselt: cuSPARSELt installer \(file://\S+\): not in the bundle"),
+        "changed": (flip_a_byte, r"cuda_libs: CUDA apt repository: bundle file "
+                                 r"apt/ubuntu2404/x86_64/libnccl2_2\.28\.7-1\+cuda13\.0_amd64\.deb: sha256 [0-9a-f]{64}, "
+                                 r"the manifest says [0-9a-f]{64}"),
+        "python": (other_python, r"cuda_libs: CUDA apt repository \(file://\S+\): the bundle has it for "
+                                 r"ubuntu2404-amd64-py3\.12 only, this host is ubuntu2404-amd64-py3\.11"),
+    }
+    for name, (edit, expected) in refusals.items():
+        proc, recap = spark(site, "-e", "sparkforge_bundle=%s" % bad_copy(site, bundle, "bad-" + name, edit))
+        assert proc.returncode == 2 and recap == (0, 1), (name, proc.stdout[-6000:])
+        assert re.search(expected, proc.stdout), (name, proc.stdout[-6000:])
+    assert snapshot(site) == before, "a refused run changed the host"
+
+    # 4. With the bundle: the whole playbook converges offline, and a rerun changes nothing.
+    proc, recap = spark(site, "-e", "sparkforge_bundle=%s" % bundle)
+    assert proc.returncode == 0 and recap[1] == 0 and recap[0] > 0, proc.stdout[-8000:]
+    assert re.search(r"h1\s+cuda_libs: CUDA apt repository\s+file://\S+\s+bundle:\s+apt/ubuntu2404/x86_64", proc.stdout)
+    state = on(site, "cat /etc/apt/sources.list.d/cuda-ubuntu2404-x86_64.list; "
+                     "dpkg-query -W -f '${Package} ${Version}\\n' libcublas-13-0 libnccl2 libcusparselt0-cuda-13; "
+                     "/opt/sparkforge/venv/bin/python -c 'import torch, torchvision, torchaudio; "
+                     "print(torch.__version__, torchvision.__version__, torchaudio.__version__)'").stdout
+    assert "deb [signed-by=/usr/share/keyrings/cuda-archive-keyring.gpg] file://%s/apt/ubuntu2404/x86_64/ /" \
+        % HOST_BUNDLE in state, state
+    assert "libcublas-13-0 13.0.2.14-1" in state and "libnccl2 2.28.7-1+cuda13.0" in state, state
+    assert "libcusparselt0-cuda-13 0.8.1.1-1" in state and "2.10.0 0.25.0 2.10.0" in state, state
+    proc, recap = spark(site, "-e", "sparkforge_bundle=%s" % bundle)
+    assert proc.returncode == 0 and recap == (0, 0), proc.stdout[-8000:]
