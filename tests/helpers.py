@@ -6,6 +6,7 @@ a playbook: fast, and the module under test is the real file.
 """
 
 import glob
+import hashlib
 import json
 import os
 import shutil
@@ -55,6 +56,24 @@ def fake_smi(dest, host, gpu, python=None, seen_at=None):
         handle.write(text.replace("#!/usr/bin/env python3", "#!%s" % (python or sys.executable), 1))
     os.chmod(path, 0o755)
     return os.path.join(inside, os.path.basename(path))
+
+
+# `wheel` for build venvs (setuptools comes with a Python 3.11 venv), pinned as molecule's pytorch and
+# fleet scenarios pin it; downloaded once into the cache and checked.
+WHEEL = "wheel-0.45.1-py3-none-any.whl"
+WHEEL_SHA256 = "708e7481cc80179af0e556bbf0cc00b8444c7321e2700b8d8580231d13017248"
+WHEEL_CACHE = os.path.expanduser("~/.cache/sparkforge/fleet-molecule")
+
+
+def pinned_wheel():
+    """The path of the pinned `wheel` wheel in the cache (downloaded from the package index once)."""
+    cached = os.path.join(WHEEL_CACHE, WHEEL)
+    if not os.path.exists(cached):
+        subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--disable-pip-version-check", "--no-deps",
+                        "--only-binary=:all:", "-d", WHEEL_CACHE, "wheel==0.45.1"], check=True)
+    with open(cached, "rb") as handle:
+        assert hashlib.sha256(handle.read()).hexdigest() == WHEEL_SHA256, "%s is not the pinned wheel" % cached
+    return cached
 
 
 # The test bed's amd64 image (molecule/shared/build-images.sh) and how its hosts run here: runc (crun

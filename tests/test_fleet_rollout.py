@@ -31,7 +31,8 @@ import uuid
 import pytest
 import yaml
 
-from helpers import COLLECTIONS, GB10, GH200, REPO, fake_smi, image_present, remove_containers, start_container
+from helpers import (COLLECTIONS, GB10, GH200, REPO, fake_smi, image_present, pinned_wheel, remove_containers,
+                     start_container)
 
 sys.path.insert(0, COLLECTIONS)
 from ansible_collections.sparkforge.stack.plugins.module_utils import generations as gen  # noqa: E402
@@ -39,10 +40,6 @@ from ansible_collections.sparkforge.stack.plugins.module_utils import generation
 BIN = os.path.dirname(sys.executable)
 FIXTURES = os.path.join(REPO, "tests", "fixtures")
 PREFIX = "/opt/sparkforge"
-# `wheel` for the builders' build venvs (setuptools comes with the venv), pinned like molecule's fleet.
-WHEEL = "wheel-0.45.1-py3-none-any.whl"
-WHEEL_SHA256 = "708e7481cc80179af0e556bbf0cc00b8444c7321e2700b8d8580231d13017248"
-WHEEL_CACHE = os.path.expanduser("~/.cache/sparkforge/fleet-molecule")
 # Inventory order a1, b1, a2, b2 with batches of two: each class has one host in each batch, so
 # class b's first batch is b1 alone and b2 comes in the second (two batches, not four).
 GPUS = {"a1": GB10, "b1": GH200, "a2": GB10, "b2": GH200}
@@ -53,16 +50,10 @@ pytestmark = pytest.mark.skipif(not image_present(), reason="podman or the test 
 
 
 def wheel_dir(root):
-    """A directory holding the pinned `wheel`, downloaded once into the cache and checked."""
-    cached = os.path.join(WHEEL_CACHE, WHEEL)
-    if not os.path.exists(cached):
-        subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--disable-pip-version-check", "--no-deps",
-                        "--only-binary=:all:", "-d", WHEEL_CACHE, "wheel==0.45.1"], check=True)
-    with open(cached, "rb") as handle:
-        assert hashlib.sha256(handle.read()).hexdigest() == WHEEL_SHA256, "%s is not the pinned wheel" % cached
+    """A directory holding the pinned `wheel` for the builders' build venvs."""
     deps = root / "deps"
     deps.mkdir()
-    shutil.copy(cached, str(deps))
+    shutil.copy(pinned_wheel(), str(deps))
     return deps
 
 

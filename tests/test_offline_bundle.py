@@ -1,21 +1,25 @@
-"""The offline bundle, for real: made here, used by a container host that has no network at all.
+"""The offline bundle, for real: made here, used by container hosts that have no network at all.
 
 The "network" is this machine's stand-ins, reached through file:// URLs that exist only here: the
 stand-in NVIDIA server's tree (tests/fixtures/nvidia_repo: signed flat CUDA repository, cuda-keyring,
-cuSPARSELt local-repo installers, all real .debs) and a PEP 503 index of torch, torchvision,
-torchaudio and a dependency of torch (tests/fixtures/pytorch/wheel_index.py). The host is a
-container from the test bed's amd64 image with `--network none`, reached through the podman
-connection, with a fake nvidia-smi (a GB10), components cuda_libs, cusparselt, pytorch and
-torch_domains, torch from the index and the CUDA libraries asked for (sparkforge_dev_libraries).
+cuSPARSELt local-repo installers, all real .debs), a PEP 503 index of torch, torchvision, torchaudio
+and a dependency of torch (tests/fixtures/pytorch/wheel_index.py), the fixture git repositories of
+PyTorch, torchvision and torchaudio, and the builders' package index (real `wheel` and setuptools).
+Two hosts, containers from the test bed's amd64 image with `--network none`, reached through the
+podman connection, each with a fake nvidia-smi; components cuda_libs, cusparselt, pytorch and
+torch_domains, the CUDA libraries asked for (sparkforge_dev_libraries):
+  h1, a GB10: torch from the index;
+  h2, a GH200: torch and the domain libraries built from git (its class's builder).
 
-1. Without a bundle, preflight stops the host with the sources table (every source unreachable), and
-   nothing on the host changed (a filesystem snapshot).
-2. `sparkforge bundle -i INVENTORY --out DIR` makes the bundle.
+1. Without a bundle, preflight stops both hosts with the sources table (every source unreachable),
+   and nothing on them changed (a filesystem snapshot).
+2. `sparkforge bundle -i INVENTORY --out DIR` makes the bundle; a rerun fetches nothing.
 3. Bundles that must be refused, each a preflight stop that names the item, nothing changed: an item
    missing, a file whose sha256 differs, a bundle made for another Python.
-4. With the bundle, the whole playbook converges (apt from the bundle's copy of the signed repository,
-   cuSPARSELt's installer, pip from the bundle's wheels) and a rerun changes nothing.
-The git mirrors (pinned commits and submodules, depth 1) are proven in test_offline_bundle_parts.py.
+4. With the bundle, the whole playbook converges on both (apt from the bundle's copy of the signed
+   repository, cuSPARSELt's installer, pip from the bundle's wheels, the builds from its git mirrors
+   and its build packages) and a rerun changes nothing.
+Submodules through the mirrors are proven in test_offline_bundle_parts.py.
 """
 
 import json
@@ -29,13 +33,14 @@ import uuid
 import pytest
 import yaml
 
-from helpers import GB10, REPO, fake_smi, image_present, remove_containers, start_container
+from helpers import GB10, GH200, REPO, fake_smi, image_present, pinned_wheel, remove_containers, start_container
 
 sys.path.insert(0, os.path.join(REPO, "tests", "fixtures", "nvidia_repo"))
 import build_repo  # noqa: E402
 
 BIN = os.path.dirname(sys.executable)
-WHEELS = os.path.join(REPO, "tests", "fixtures", "pytorch", "wheel_index.py")
+FIXTURES = os.path.join(REPO, "tests", "fixtures")
+WHEELS = os.path.join(FIXTURES, "pytorch", "wheel_index.py")
 HOST_BUNDLE = "/opt/sparkforge/bundle"
 
 pytestmark = pytest.mark.skipif(not image_present(), reason="podman or the test bed's amd64 image missing")
@@ -53,6 +58,20 @@ def torch_index(root):
     return "file://%s/simple" % (root / "index")
 
 
+def build_index(root):
+    """The builders' package index (a site's mirror): the pinned `wheel` and the setuptools of Python's
+    ensurepip, real wheels; file:// URL."""
+    import ensurepip
+    bundled = os.path.join(os.path.dirname(ensurepip.__file__), "_bundled")
+    setuptools = [os.path.join(bundled, f) for f in os.listdir(bundled) if f.startswith("setuptools-")]
+    subprocess.run([sys.executable, WHEELS, "index", str(root / "build-index"), pinned_wheel()] + setuptools,
+                   check=True, stdout=subprocess.DEVNULL)
+    return "file://%s/simple" % (root / "build-index")
+
+
+HOSTS = ("h1", "h2")
+
+
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
     root = tmp_path_factory.mktemp("offline")
@@ -60,17 +79,26 @@ def site(tmp_path_factory):
     with open(os.path.join(cache, "manifest.json")) as handle:
         stand_in = json.load(handle)
     tree = os.path.join(cache, "tree")
-    debs = stand_in["cusparselt"]["0.8.1"]["debs"]
-    installer = debs["amd64"]
-    smi = root / "gpu"
-    smi.mkdir()
-    name = "sparkforge-offline-%s" % uuid.uuid4().hex[:8]
-    host = {"ansible_connection": "containers.podman.podman", "ansible_host": name,
-            "ansible_python_interpreter": "/usr/bin/python3",
-            "preflight_nvidia_smi": fake_smi(str(smi), "h1", GB10, python="/usr/bin/python3", seen_at="/opt/fake-gpu")}
+    installer = stand_in["cusparselt"]["0.8.1"]["debs"]["amd64"]
+    repos = root / "repos"
+    subprocess.run([sys.executable, os.path.join(FIXTURES, "pytorch", "make_repo.py"), str(repos / "pytorch")],
+                   check=True, stdout=subprocess.DEVNULL)
+    subprocess.run([sys.executable, os.path.join(FIXTURES, "torch_domains", "make_repos.py"), str(repos)],
+                   check=True, stdout=subprocess.DEVNULL)
+    names = dict((h, "sparkforge-offline-%s-%s" % (uuid.uuid4().hex[:6], h)) for h in HOSTS)
+    hosts = {}
+    for host, gpu in (("h1", GB10), ("h2", GH200)):
+        smi = root / ("gpu-" + host)
+        smi.mkdir()
+        hosts[host] = {"ansible_connection": "containers.podman.podman", "ansible_host": names[host],
+                       "ansible_python_interpreter": "/usr/bin/python3",
+                       "preflight_nvidia_smi": fake_smi(str(smi), host, gpu, python="/usr/bin/python3",
+                                                        seen_at="/opt/fake-gpu")}
+    # h1 installs torch from the index; h2 builds it and the domain libraries from git.
+    hosts["h1"]["sparkforge_torch_source"] = "index"
+    hosts["h2"]["sparkforge_torch_source"] = "source"
     group = {
         "sparkforge_components": ["cuda_libs", "cusparselt", "pytorch", "torch_domains"],
-        "sparkforge_torch_source": "index",
         "sparkforge_torch_version": "2.10.0",
         "sparkforge_torch_index_url": torch_index(root),
         "sparkforge_dev_libraries": "always",
@@ -80,6 +108,14 @@ def site(tmp_path_factory):
         "cuda_libs_install_build_prereqs": False,
         "cusparselt_base_url": "file://%s/compute/cusparselt/{version}/local_installers/" % tree,
         "sparkforge_cusparselt_sha256": {"0.8.1": {"ubuntu2404": {"amd64": installer["sha256"]}}},
+        "pytorch_repo": "file://%s" % (repos / "pytorch"),
+        "torch_domains_repos": {"torchvision": "file://%s" % (repos / "torchvision"),
+                                "torchaudio": "file://%s" % (repos / "torchaudio")},
+        "sparkforge_fleet_pip_env": {"PIP_INDEX_URL": build_index(root)},
+        # The fixture torch declares no dependencies; a real one needs sparkforge_bundle_build_wheels' list.
+        "sparkforge_bundle_build_wheels": [],
+        "pytorch_features": {"cuda": False},
+        "pytorch_jobs": 1, "pytorch_build_poll": 1, "pytorch_build_poll_max": 2, "torch_domains_jobs": 1,
         "sparkforge_fleet_wheelhouse": str(root / "wheelhouse"),
         "sparkforge_fleet_report_dir": str(root / "reports"),
         "preflight_allow_x86_64": True,
@@ -88,12 +124,13 @@ def site(tmp_path_factory):
         "preflight_min_disk_gib": 1, "preflight_min_disk_gib_source_build": 1,
     }
     inventory = root / "inventory.yml"
-    inventory.write_text(yaml.safe_dump({"all": {"hosts": {"h1": host}, "vars": group}}, sort_keys=False))
+    inventory.write_text(yaml.safe_dump({"all": {"hosts": hosts, "vars": group}}, sort_keys=False))
     try:
-        start_container(name, network="none", volumes=["%s:/opt/fake-gpu:ro" % smi])
-        yield {"root": root, "inventory": str(inventory), "name": name, "tree": tree}
+        for host in HOSTS:
+            start_container(names[host], network="none", volumes=["%s:/opt/fake-gpu:ro" % (root / ("gpu-" + host))])
+        yield {"root": root, "inventory": str(inventory), "names": names, "tree": tree}
     finally:
-        remove_containers([name])
+        remove_containers(names.values())
 
 
 def ansible_env():
@@ -105,21 +142,22 @@ def spark(site, *extra):
     proc = subprocess.run([os.path.join(BIN, "ansible-playbook"), "playbooks/spark.yml", "-i", site["inventory"]]
                           + list(extra), cwd=REPO, env=ansible_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                           universal_newlines=True, timeout=900, check=False)
-    recap = re.search(r"^h1\s+: ok=\d+\s+changed=(\d+)\s+unreachable=\d+\s+failed=(\d+)", proc.stdout, re.M)
+    recap = dict((m.group(1), (int(m.group(2)), int(m.group(3)))) for m in re.finditer(
+        r"^(h\d)\s+: ok=\d+\s+changed=(\d+)\s+unreachable=\d+\s+failed=(\d+)", proc.stdout, re.M))
     site["runs"] = site.get("runs", 0) + 1  # each run's output stays beside the test's files, for a person
     (site["root"] / ("run-%02d.log" % site["runs"])).write_text(proc.stdout)
-    return proc, (int(recap.group(1)), int(recap.group(2))) if recap else None
+    return proc, recap
 
 
-def on(site, script):
-    return subprocess.run(["podman", "exec", site["name"], "bash", "-c", script], stdout=subprocess.PIPE,
+def on(site, host, script):
+    return subprocess.run(["podman", "exec", site["names"][host], "bash", "-c", script], stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, universal_newlines=True, timeout=300, check=False)
 
 
-def snapshot(site):
+def snapshot(site, host):
     """Every file (with size and mtime) and directory outside the kernel's and the connection's scratch space
     (a directory's mtime changes when the connection makes its own ~/.ansible in it)."""
-    proc = on(site, "find / -xdev \\( -path /proc -o -path /sys -o -path /dev -o -path /tmp -o -path /var/tmp "
+    proc = on(site, host, "find / -xdev \\( -path /proc -o -path /sys -o -path /dev -o -path /tmp -o -path /var/tmp "
                     "-o -path /root/.ansible -o -path /run \\) -prune -o -type d -printf '%p/\\n' "
                     "-o -printf '%p %s %T@\\n' | sort")
     assert proc.returncode == 0, proc.stdout[-2000:]
@@ -137,16 +175,19 @@ def bad_copy(site, good, name, edit):
     return str(dest)
 
 
-def test_offline_host_from_a_bundle(site):
-    # 1. No bundle: preflight stops the host before anything changes, with the sources table.
-    before = snapshot(site)
+def test_offline_hosts_from_a_bundle(site):
+    # 1. No bundle: preflight stops both hosts before anything changes, with the sources table.
+    before = dict((h, snapshot(site, h)) for h in HOSTS)
     proc, recap = spark(site)
-    assert proc.returncode == 2 and recap == (0, 1), proc.stdout[-6000:]
+    assert proc.returncode == 2 and recap == {"h1": (0, 1), "h2": (0, 1)}, proc.stdout[-6000:]
     for source, variable in (("cuda_libs: CUDA apt repository", "cuda_libs_repo_url"),
                              ("cusparselt: cuSPARSELt installer", "cusparselt_base_url"),
-                             ("pytorch: torch package index", "sparkforge_torch_index_url")):
-        assert "%s is unreachable: point %s at a mirror" % (source, variable) in proc.stdout, source
-        assert re.search(r"h1\s+%s\s+file://" % source, proc.stdout), source  # its row in the sources table
+                             ("pytorch: torch package index", "sparkforge_torch_index_url"),
+                             ("pytorch: PyTorch source (git)", "pytorch_repo"),
+                             ("torch_domains: torchvision source (git)", "torch_domains_repos"),
+                             ("pytorch: Python packages for the builds (pip)", "sparkforge_fleet_pip_env")):
+        assert "%s is unreachable: point %s" % (source, variable) in proc.stdout, source
+        assert re.search(r"h\d\s+%s\s+file://" % re.escape(source), proc.stdout), source  # its row in the table
     assert "Preflight found" in proc.stdout and "nothing was changed" in proc.stdout
 
     # 2. The bundle, made where the sources are: `sparkforge bundle`.
@@ -170,22 +211,27 @@ def test_offline_host_from_a_bundle(site):
                            "libcudnn9-dev-cuda-13_9.13.0.50-1_amd64.deb",
                            "libcudnn9-headers-cuda-13_9.13.0.50-1_amd64.deb", "libnccl-dev_2.28.7-1+cuda13.0_amd64.deb",
                            "libnccl2_2.28.7-1+cuda13.0_amd64.deb"]), debs
-    for rel in (repo + "InRelease", repo + "Packages"):
-        with open(os.path.join(site["tree"], "compute/cuda/repos/ubuntu2404/x86_64", rel[len(repo):]), "rb") as a, \
-                open(os.path.join(bundle, rel), "rb") as b:
-            assert a.read() == b.read(), "%s must be NVIDIA's file unchanged (apt checks its signature)" % rel
+    for name in ("InRelease", "Packages"):
+        with open(os.path.join(site["tree"], "compute/cuda/repos/ubuntu2404/x86_64", name), "rb") as a, \
+                open(os.path.join(bundle, repo + name), "rb") as b:
+            assert a.read() == b.read(), "%s must be NVIDIA's file unchanged (apt checks its signature)" % name
     assert "cusparselt/cusparselt-local-repo-ubuntu2404-0.8.1_0.8.1-1_amd64.deb" in paths
     wheels = sorted(p.rsplit("/", 1)[1] for p in paths if p.startswith("wheels/cp311-x86_64/") and p.endswith(".whl"))
-    assert wheels == ["sparkforge_dep-1.0-py3-none-any.whl", "torch-2.10.0-py3-none-any.whl",
-                      "torchaudio-2.10.0-py3-none-any.whl", "torchvision-0.25.0-py3-none-any.whl"], wheels
+    setuptools = [w for w in wheels if w.startswith("setuptools-")]
+    assert wheels == sorted(["sparkforge_dep-1.0-py3-none-any.whl", "torch-2.10.0-py3-none-any.whl",
+                             "torchaudio-2.10.0-py3-none-any.whl", "torchvision-0.25.0-py3-none-any.whl",
+                             "wheel-0.45.1-py3-none-any.whl"] + setuptools) and len(setuptools) == 1, wheels
+    mirrors = [s for s in manifest["sources"] if s["kind"] == "git"]
+    assert sorted((s["url"].rsplit("/", 1)[1], s["targets"]["any"]["ref"]) for s in mirrors) == [
+        ("pytorch", "v2.10.0"), ("torchaudio", "v2.10.0"), ("torchvision", "v0.25.0")]
     for item in manifest["items"]:
-        assert len(item["sha256"]) == 64 and item["size"] > 0 and item["origin"], item
+        assert len(item["sha256"]) == 64 and item["size"] >= 0 and item["origin"], item
     # A rerun fetches nothing.
     again = subprocess.run([os.path.join(BIN, "sparkforge"), "bundle", "-i", site["inventory"], "--out", bundle,
                             "--json", "-q"], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                            universal_newlines=True, timeout=900, check=False)
     assert again.returncode == 0, again.stderr[-3000:]
-    assert json.loads(again.stdout)["hosts"]["h1"]["changed"] == 0
+    assert [h["changed"] for h in json.loads(again.stdout)["hosts"].values()] == [0, 0], again.stdout[-3000:]
 
     # 3. Bundles that must be refused by name, before anything changes.
     def drop_installer(dest, m):
@@ -216,21 +262,29 @@ def test_offline_host_from_a_bundle(site):
     }
     for name, (edit, expected) in refusals.items():
         proc, recap = spark(site, "-e", "sparkforge_bundle=%s" % bad_copy(site, bundle, "bad-" + name, edit))
-        assert proc.returncode == 2 and recap == (0, 1), (name, proc.stdout[-6000:])
+        assert proc.returncode == 2 and recap == {"h1": (0, 1), "h2": (0, 1)}, (name, proc.stdout[-6000:])
         assert re.search(expected, proc.stdout), (name, proc.stdout[-6000:])
-    assert snapshot(site) == before, "a refused run changed the host"
+    assert dict((h, snapshot(site, h)) for h in HOSTS) == before, "a refused run changed a host"
 
-    # 4. With the bundle: the whole playbook converges offline, and a rerun changes nothing.
+    # 4. With the bundle: the whole playbook converges offline on both, and a rerun changes nothing.
     proc, recap = spark(site, "-e", "sparkforge_bundle=%s" % bundle)
-    assert proc.returncode == 0 and recap[1] == 0 and recap[0] > 0, proc.stdout[-8000:]
-    assert re.search(r"h1\s+cuda_libs: CUDA apt repository\s+file://\S+\s+bundle:\s+apt/ubuntu2404/x86_64", proc.stdout)
-    state = on(site, "cat /etc/apt/sources.list.d/cuda-ubuntu2404-x86_64.list; "
-                     "dpkg-query -W -f '${Package} ${Version}\\n' libcublas-13-0 libnccl2 libcusparselt0-cuda-13; "
-                     "/opt/sparkforge/venv/bin/python -c 'import torch, torchvision, torchaudio; "
-                     "print(torch.__version__, torchvision.__version__, torchaudio.__version__)'").stdout
-    assert "deb [signed-by=/usr/share/keyrings/cuda-archive-keyring.gpg] file://%s/apt/ubuntu2404/x86_64/ /" \
-        % HOST_BUNDLE in state, state
-    assert "libcublas-13-0 13.0.2.14-1" in state and "libnccl2 2.28.7-1+cuda13.0" in state, state
-    assert "libcusparselt0-cuda-13 0.8.1.1-1" in state and "2.10.0 0.25.0 2.10.0" in state, state
+    assert proc.returncode == 0 and all(c > 0 and f == 0 for c, f in recap.values()), proc.stdout[-8000:]
+    assert re.search(r"h1\s+cuda_libs: CUDA apt repository\s+file://\S+\s+bundle:\s+apt/ubuntu2404/x86_64",
+                     proc.stdout)
+    for host in HOSTS:
+        state = on(site, host, "cat /etc/apt/sources.list.d/cuda-ubuntu2404-x86_64.list; "
+                               "dpkg-query -W -f '${Package} ${Version}\\n' libcublas-13-0 libnccl2 libcusparselt0-cuda-13; "
+                               "/opt/sparkforge/venv/bin/python -c 'import torch, torchvision, torchaudio; "
+                               "print(torch.__version__, torchvision.__version__, torchaudio.__version__)'").stdout
+        assert "deb [signed-by=/usr/share/keyrings/cuda-archive-keyring.gpg] file://%s/apt/ubuntu2404/x86_64/ /" \
+            % HOST_BUNDLE in state, state
+        assert "libcublas-13-0 13.0.2.14-1" in state and "libnccl2 2.28.7-1+cuda13.0" in state, state
+        assert "libcusparselt0-cuda-13 0.8.1.1-1" in state, state
+        assert re.search(r"^2\.10\.0\S* 0\.25\.0\S* 2\.10\.0\S*$", state, re.M), (host, state)
+    # h2 built torch from the bundle's mirror of the pinned tag.
+    built = on(site, "h2", "ls /opt/sparkforge/build/pytorch/src/.git >/dev/null && "
+                           "git -C /opt/sparkforge/build/pytorch/src remote get-url origin").stdout
+    assert built.strip() == "file://%s/%s" % (HOST_BUNDLE, [s for s in mirrors if s["url"].endswith("/pytorch")][0][
+        "targets"]["any"]["path"]), built
     proc, recap = spark(site, "-e", "sparkforge_bundle=%s" % bundle)
-    assert proc.returncode == 0 and recap == (0, 0), proc.stdout[-8000:]
+    assert proc.returncode == 0 and recap == {"h1": (0, 0), "h2": (0, 0)}, proc.stdout[-8000:]

@@ -64,7 +64,7 @@ def test_git_mirrors_serve_a_pinned_tag_and_its_submodules_with_the_originals_go
     rows, problems = bundle.match(manifest, [git_row(url, "v1.0")], TARGET, plan_with([]))
     assert problems == []
     values = bundle.overrides(rows, out, TARGET)
-    env = dict(os.environ, **values["sparkforge_bundle_git_env"])
+    env = dict(os.environ, **values["sparkforge_bundle_env"])
     repo = values["pytorch_repo"]
     commit = git_fetch.remote_commit(repo, "v1.0", env=env)
     assert commit == described["commit"]

@@ -55,6 +55,7 @@ def urls(base, **more):
          "pytorch_repo": base + "/pytorch.git", "torchvision_repo": base + "/vision.git",
          "torchaudio_repo": base + "/audio.git", "torch_index_url": base + "/whl/cu130",
          "wheelhouse": "/nonexistent/wheelhouse", "ml_index_url": base + "/simple", "ml_extra_index_urls": [],
+         "build_index_url": base + "/simple",
          "variables": {"cuda_repo_url": "sparkforge_cuda_repo_url", "pytorch_repo": "sparkforge_pytorch_repo_url"}}
     u.update(more)
     return u
@@ -63,7 +64,7 @@ def urls(base, **more):
 class Mirror(http.server.BaseHTTPRequestHandler):
     """Answers what a mirror has: Release, index pages, git info/refs, the installers; 404 otherwise."""
     known = ("/cuda/ubuntu2404/sbsa/Release", "/cuda/ubuntu2404/sbsa/cuda-keyring_1.1-1_all.deb",
-             "/whl/cu130/torch/", "/simple/pip/", "/pytorch.git/info/refs", "/triton.git/info/refs",
+             "/whl/cu130/torch/", "/simple/pip/", "/simple/", "/pytorch.git/info/refs", "/triton.git/info/refs",
              "/llvm-project.git/info/refs", "/vision.git/info/refs", "/audio.git/info/refs",
              "/cusparselt/0.8.1/cusparselt-local-repo-ubuntu2404-0.8.1_0.8.1-1_arm64.deb")
 
@@ -126,7 +127,8 @@ def test_a_source_build_on_a_spark_probes_every_source_and_passes_on_a_reachable
         ("cuda_libs", "CUDA apt repository"), ("cuda_libs", "cuda-keyring"), ("cusparselt", "cuSPARSELt installer"),
         ("ml_packages", "ML package index"), ("pytorch", "PyTorch source (git)"),
         ("torch_domains", "torchaudio source (git)"), ("torch_domains", "torchvision source (git)"),
-        ("triton", "LLVM source (git)"), ("triton", "Triton source (git)")]
+        ("triton", "LLVM source (git)"), ("triton", "Python packages for the builds (pip)"),
+        ("triton", "Triton source (git)")]
     assert all(s["status"] == "ok" for s in result["plan"]["sources"]), result["plan"]["sources"]
     assert any(line.strip().startswith("host") and "variable" in line for line in result["plan_text"])
 

@@ -406,6 +406,11 @@ class Maker:
                 self.record(os.path.relpath(full, self.root), url, "git", "any")
         return resolved
 
+    def commit_of(self, url):
+        """The commit the mirror of ``url`` was made for (None before it is)."""
+        entry = self.sources.get(sources_key("git", url))
+        return entry and entry["targets"]["any"].get("commit")
+
     def git_file(self, url, commit, path, run):
         """A file of a mirrored commit (Triton's cmake/llvm-hash.txt), or None."""
         dest = os.path.join(self.root, "git", git_name(url))
@@ -414,7 +419,7 @@ class Maker:
 
     # wheels --------------------------------------------------------------------------------------
     def wheels(self, target, requirements, index_url, extra_index_urls, run, python, constraints=(),
-               variable="", pip_config=False, key=None):
+               variable="", key=None, **extra):
         """``pip download`` of ``requirements`` and their dependencies for the target's Python and
         CPU into wheels/<cpXY>-<machine>/, then a PEP 503 index of that directory."""
         rel = "wheels/%s" % wheel_dir_name(target)
@@ -445,7 +450,7 @@ class Maker:
             else:
                 run(cmd + list(requirements))
         self.source("index", key or index_url or "(pip's configuration)", target["id"], rel + "/simple", variable,
-                    requirements=sorted(requirements))
+                    requirements=sorted(requirements), **extra)
 
     def wheel_index(self):
         """Record every wheel and write simple/<project>/index.html for each wheels/ directory."""
@@ -598,6 +603,13 @@ def verify(root, manifest, paths=None):
     return bad
 
 
+def index_key(item):
+    """What a package-index row of the sources table is called in the manifest: its URL, pip's
+    configuration, or either prefixed with "build" for the builds' packages."""
+    url = item["url"] if item["kind"] != "pipconf" else "(pip's configuration)"
+    return "build " + url if item.get("key") == "build_index_url" else url
+
+
 def needed_requirements(plan, component):
     """The requirements a host's plan installs from an index (what the bundle's wheels must hold)."""
     out = []
@@ -631,7 +643,7 @@ def match(manifest, items, target, plan, bad=()):
             row.update(status="local")  # a wheelhouse is a directory on the host, not a download
             continue
         kind = "index" if item["kind"] in ("index", "pipconf") else item["kind"]
-        key = sources_key(kind, item["url"] if item["kind"] != "pipconf" else "(pip's configuration)")
+        key = sources_key(kind, index_key(item))
         entry = by_key.get(key)
         where = None
         if entry:
@@ -656,7 +668,15 @@ def match(manifest, items, target, plan, bad=()):
                 row.update(status="missing", error=why)
                 problems.append("%s: %s (%s): %s" % (item["component"], item["source"], item["url"], why))
                 continue
-        if kind == "index":
+        if item.get("key") == "build_index_url":
+            # The builds' packages were read from the sources the bundle's mirrors hold for this torch.
+            wanted = (plan.get("torch") or {}).get("version")
+            if where.get("torch") != wanted:
+                why = "the bundle's build packages are for torch %s, the plan builds %s" % (where.get("torch"), wanted)
+                row.update(status="missing", error=why)
+                problems.append("%s: %s: %s" % (item["component"], item["source"], why))
+                continue
+        elif kind == "index":
             have = set(where.get("requirements") or [])
             lacking = [r for r in needed_requirements(plan, item["component"]) if r not in have]
             if lacking:
@@ -680,10 +700,12 @@ GIT_VARIABLES = {"triton_repo": "triton_repo", "llvm_repo": "triton_llvm_repo", 
 
 def overrides(rows, host_dir, target):
     """The role variables that point each bundled source at its copy on the host under ``host_dir``,
-    and ``sparkforge_bundle_git_env``: git configuration in the environment (GIT_CONFIG_COUNT) that
-    sends each submodule URL to its mirror and lets submodules be fetched from file:// URLs."""
+    and ``sparkforge_bundle_env``, the builds' environment: git configuration (GIT_CONFIG_COUNT...) that
+    sends each submodule URL to its mirror and lets submodules be fetched from file:// URLs, and pip's
+    index for the build requirements (PIP_INDEX_URL, with pip's own configuration files off)."""
     out = {}
     rules = []
+    env = {}
 
     def url(rel):
         return "file://%s/%s" % (host_dir.rstrip("/"), rel)
@@ -702,6 +724,11 @@ def overrides(rows, host_dir, target):
                 out.setdefault("torch_domains_repos", {})[key.split("_")[0]] = url(row["path"])
             for origin, rel in sorted((row.get("mirrors") or {}).items()):
                 rules.append(("url.%s.insteadOf" % url(rel), origin))
+        elif row.get("key") == "build_index_url":
+            pip = {"PIP_INDEX_URL": url("wheels/%s/simple" % wheel_dir_name(target)), "PIP_CONFIG_FILE": os.devnull}
+            out["sparkforge_fleet_pip_env"] = pip
+            out["triton_pip_env"] = pip
+            env.update(pip)
         elif row["kind"] in ("index", "pipconf"):
             index = url("wheels/%s/simple" % wheel_dir_name(target))
             if row["component"] == "pytorch":
@@ -711,14 +738,13 @@ def overrides(rows, host_dir, target):
                 out["ml_packages_index_url"] = index
                 out["ml_packages_extra_index_urls"] = []
                 out["ml_packages_find_links"] = []
-    env = {}
     if rules:
         rules.append(("protocol.file.allow", "always"))
         env["GIT_CONFIG_COUNT"] = str(len(rules))
         for i, (key, value) in enumerate(rules):
             env["GIT_CONFIG_KEY_%d" % i] = key
             env["GIT_CONFIG_VALUE_%d" % i] = value
-    out["sparkforge_bundle_git_env"] = env
+    out["sparkforge_bundle_env"] = env
     return out
 
 

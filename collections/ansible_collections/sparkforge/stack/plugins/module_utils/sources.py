@@ -35,6 +35,9 @@ GIT_COMPONENTS = (
 )
 
 
+BUILD_PACKAGES = "Python packages for the builds (pip)"
+
+
 def _apt_source_present(sources_dir, repo_url, distro, arch):
     """True when an apt source for this CUDA repository (any mirror of compute/cuda/repos) exists."""
     pattern = re.compile(r"(compute/cuda/repos|%s)/%s/%s/?\s"
@@ -92,6 +95,14 @@ def plan_sources(plan, urls, host, apt_sources_dir="/etc/apt/sources.list.d"):
     for component, key, label in GIT_COMPONENTS:
         if actions.get(component) == "build":
             add(component, label, urls.get(key), "git", key, ref=git_ref(key, plan, urls))
+    builds = [c for c in ("triton", "pytorch", "torch_domains") if actions.get(c) == "build"]
+    if builds:
+        # What the builds pip-install (build requirements) and the builder resolves (the wheels' dependencies).
+        index = (urls.get("build_index_url") or "").rstrip("/")
+        if index:
+            add(builds[0], BUILD_PACKAGES, index, "index", "build_index_url", probe=index + "/")
+        else:
+            add(builds[0], BUILD_PACKAGES, "(pip's configuration on the host)", "pipconf", "build_index_url")
     if actions.get("pytorch") == "install" and torch.get("source") == "index":
         index = (urls.get("torch_index_url") or "").rstrip("/")
         add("pytorch", "torch package index", index, "index", "torch_index_url", probe=index + "/torch/")

@@ -330,7 +330,10 @@ NON_OUTPUT_ENV = frozenset([
 # Taken from the caller's environment when set (network and certificate settings).
 PASSTHROUGH_ENV = ("http_proxy", "https_proxy", "no_proxy", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY",
                    "PIP_CERT", "PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS", "PIP_NO_INDEX",
-                   "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE")
+                   "PIP_CONFIG_FILE", "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE")
+# Git configuration given through the environment (GIT_CONFIG_COUNT, GIT_CONFIG_KEY_<n>, GIT_CONFIG_VALUE_<n>):
+# an offline bundle's mirrors for the submodules.
+PASSTHROUGH_PREFIXES = ("GIT_CONFIG_COUNT", "GIT_CONFIG_KEY_", "GIT_CONFIG_VALUE_")
 
 SYSTEM_PATH = ["/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"]
 
@@ -463,6 +466,9 @@ def build_env(params):
     for name in PASSTHROUGH_ENV:
         if caller.get(name):
             env[name] = caller[name]
+    for name, value in caller.items():
+        if name.startswith(PASSTHROUGH_PREFIXES):
+            env[name] = value
     for name, value in (params.get("extra_env") or {}).items():
         env[str(name)] = "" if value is None else str(value)
     return env
@@ -665,19 +671,24 @@ def apply_all(src, fix_names, fixes, user_patches, check_only=False):
 
 def read_build_requirements(src):
     """Build requirements named by the source (requirements-build.txt, else requirements.txt)."""
-    base = ["setuptools", "wheel"]
-    names = []
     for candidate in ("requirements-build.txt", "requirements.txt"):
         path = os.path.join(src, candidate)
-        if not os.path.isfile(path):
+        if os.path.isfile(path):
+            with open(path) as handle:
+                return parse_build_requirements(handle.read())
+    return parse_build_requirements("")
+
+
+def parse_build_requirements(text):
+    """setuptools and wheel, then each requirement line of a requirements file (options and includes
+    skipped), first mention of a name wins."""
+    base = ["setuptools", "wheel"]
+    names = []
+    for line in text.splitlines():
+        line = line.split("#", 1)[0].strip()
+        if not line or line.startswith("-"):
             continue
-        with open(path) as handle:
-            for line in handle:
-                line = line.split("#", 1)[0].strip()
-                if not line or line.startswith("-"):
-                    continue
-                names.append(line)
-        break
+        names.append(line)
     seen, out = set(), []
     for req in base + names:
         key = re.split(r"[<>=!~;\[ ]", req, 1)[0].lower().replace("_", "-")

@@ -303,8 +303,8 @@ class TorchWheelJob:
 def build(p, status, env, src_dir, commit, ref, cloned, fix_names, fixes_data, patches, log_path,
           version):
     genv = {"PATH": env["PATH"], "HOME": env["HOME"], "LANG": "C.UTF-8"}
-    for name in tb.PASSTHROUGH_ENV:
-        if name in env:
+    for name in env:
+        if name in tb.PASSTHROUGH_ENV or name.startswith(tb.PASSTHROUGH_PREFIXES):
             genv[name] = env[name]
     if not p["src"]:
         if not cloned and os.path.exists(src_dir):

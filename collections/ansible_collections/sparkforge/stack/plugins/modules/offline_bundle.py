@@ -24,7 +24,8 @@ description:
     and each submodule's pinned commit, recursively (LLVM's commit read from Triton's
     C(cmake/llvm-hash.txt) when the version data has none);
   - the wheels torch, the domain libraries and the ML packages need, with their dependencies, from
-    the index the plan names (C(pip download) for the target's Python and CPU), and a PEP 503 index of them.
+    the index the plan names (C(pip download) for the target's Python and CPU), and a PEP 503 index of them;
+    for source builds also the packages the builds install and the built wheels depend on (O(build_wheels)).
   - Writes C(manifest.json) listing every file with its sha256, size, origin and target, and the sources
     it answers. Files already there with the recorded sha256 are not fetched again.
   - The distribution's own packages (compilers, clang) are not bundled; a site mirror serves those.
@@ -57,6 +58,19 @@ options:
         empty); empty - this machine's pip configuration.
     type: str
     default: ""
+  build_wheels:
+    description:
+      - For plans that build from source, the requirements the built wheels depend on (the builder resolves
+        them when it collects the class's dependency wheels); PyTorch's own build requirements are read from
+        its mirrored source at the pinned commit and need not be listed.
+    type: list
+    elements: str
+    default: []
+  triton_build_requirements:
+    description: The Python packages Triton's build installs in its venv (bundled when a plan builds Triton).
+    type: list
+    elements: str
+    default: []
   python:
     description: The Python whose pip downloads wheels (any version; the target's is passed to pip).
     type: path
@@ -118,6 +132,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.urls import open_url
 from ansible.module_utils.six.moves.urllib.error import HTTPError, URLError
 from ansible_collections.sparkforge.stack.plugins.module_utils import bundle
+from ansible_collections.sparkforge.stack.plugins.module_utils import torch_build as tb
 
 TORCH_FAMILY = ("torch", "torchvision", "torchaudio", "triton")
 
@@ -188,6 +203,24 @@ def make(module, p):
                                              "cmake/llvm-hash.txt at %s" % (triton and triton.get("ref")))
                 maker.git(row["url"], ref if ref and len(ref) != 40 else None, row["variable"], run,
                           commit=commit or (ref if ref and len(ref) == 40 else None))
+            elif row.get("key") == "build_index_url":
+                # The builds' pip installs and the builder's dependency resolution, from the bundle.
+                reqs = list(p["build_wheels"])
+                if plan["actions"].get("triton") == "build":
+                    reqs += p["triton_build_requirements"]
+                if plan["actions"].get("pytorch") == "build":
+                    source = next((r for r in rows if r.get("key") == "pytorch_repo"), None)
+                    commit = source and maker.commit_of(source["url"])
+                    text = None
+                    for name in ("requirements-build.txt", "requirements.txt"):
+                        text = commit and maker.git_file(source["url"], commit, name, run)
+                        if text:
+                            break
+                    reqs += tb.parse_build_requirements(text or "")
+                reqs = sorted(set(reqs))
+                index = row["url"] if row["kind"] == "index" else (p["pip_index_url"] or None)
+                maker.wheels(target, reqs, index, [], run, python, variable=row["variable"],
+                             key=bundle.index_key(row), torch=plan["torch"].get("version"))
             elif row["kind"] == "index" and row["component"] == "pytorch":
                 if plan["torch"].get("source") != "index":
                     continue  # a wheelhouse is a directory on the host
@@ -208,7 +241,7 @@ def make(module, p):
                 pins = ["%s==%s" % (n, v) for n, v in (("torch", plan["torch"].get("version")),
                                                        ("torchvision", plan.get("torchvision")),
                                                        ("torchaudio", plan.get("torchaudio"))) if v]
-                key = row["url"] if row["kind"] == "index" else "(pip's configuration)"
+                key = bundle.index_key(row)
                 maker.wheels(target, bundle.needed_requirements(plan, "ml_packages"), index,
                              extras + ([torch_index] if torch_index else []), run, python, constraints=pins,
                              variable=row["variable"], key=key)
@@ -229,6 +262,8 @@ def main():
             cuda_packages=dict(type="list", elements="str", default=[]),
             keyring=dict(type="dict", default={}, no_log=False),
             pip_index_url=dict(type="str", default=""),
+            build_wheels=dict(type="list", elements="str", default=[]),
+            triton_build_requirements=dict(type="list", elements="str", default=[]),
             python=dict(type="path"),
             timeout=dict(type="int", default=600),
         ),

@@ -215,7 +215,7 @@ def test_match_points_every_source_at_the_hosts_copy():
     assert values["torch_domains_repos"] == {"torchvision": "file:///opt/sparkforge/bundle/git/vision.git"}
     assert values["ml_packages_index_url"] == "file:///opt/sparkforge/bundle/wheels/cp312-aarch64/simple"
     assert values["ml_packages_extra_index_urls"] == [] and values["ml_packages_find_links"] == []
-    assert values["sparkforge_bundle_git_env"] == {
+    assert values["sparkforge_bundle_env"] == {
         "GIT_CONFIG_COUNT": "2",
         "GIT_CONFIG_KEY_0": "url.file:///opt/sparkforge/bundle/git/pybind11.git.insteadOf",
         "GIT_CONFIG_VALUE_0": "https://github.com/pybind/pybind11.git",
