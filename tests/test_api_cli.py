@@ -83,6 +83,21 @@ def test_usage_errors_exit_4(tmp_path):
     assert _run([])[0] == 4
     code, out, _ = _run(["report", "--reports-dir", str(tmp_path / "empty")])
     assert code == 4 and "no reports under" in out
+    # bundle: --out is required, and must be a directory (or not exist yet).
+    assert _run(["bundle", "-i", INVENTORY])[0] == 4
+    (tmp_path / "afile").write_text("x")
+    code, out, _ = _run(["bundle", "--json", "-i", INVENTORY, "--out", str(tmp_path / "afile")])
+    assert code == 4 and "exists and is not a directory" in json.loads(out)["error"]
+
+
+def test_bundle_help_describes_the_command():
+    proc = subprocess.run([sys.executable, "-m", "sparkforge.cli", "bundle", "--help"], stdout=subprocess.PIPE,
+                          universal_newlines=True, env=dict(os.environ, PYTHONPATH=SRC), timeout=60)
+    assert proc.returncode == 0
+    text = " ".join(proc.stdout.split())
+    for words in ("--out DIR", "manifest.json", "sparkforge_bundle: DIR", "bare git mirrors",
+                  "The distribution's own packages are not bundled"):
+        assert words in text, words
 
 
 def test_module_entry_point_plan(tmp_path):

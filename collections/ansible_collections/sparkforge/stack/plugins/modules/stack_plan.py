@@ -170,6 +170,10 @@ plan:
   description:
     - What each component will do on this host and why; C(sources) lists every remote source it will fetch from
       (component, source, url, variable, status C(ok)/C(unreachable)/C(refused)/C(not probed), error).
+    - With O(bundle), a source's status is C(bundle) (with its C(path) in the bundle), C(missing), C(bad) (a file
+      differs from the manifest) or C(local) (a wheelhouse on the host), and C(bundle) holds the host's target,
+      the paths to copy (C(dirs), C(paths)) and the role variables to set (C(overrides)).
+    - C(target) is what picks the host's part of an offline bundle (CUDA distro, Debian architecture, Python).
   returned: success
   type: dict
   sample:
