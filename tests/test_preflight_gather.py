@@ -106,6 +106,15 @@ def test_the_maps_fill_the_repository_names_and_the_pinned_installer_sha256():
                                 dict(spark, distribution="Rocky"), maps)
     assert (got["cuda_distro"], got["cusparselt_sha256"]) == ("rhel9", "")
     assert fill_platform_names({}, dict(spark, distribution="Rocky"), maps)["cuda_distro"] == "ubuntu2404"
+    # What preflight passes when the inventory sets no name (an empty value) is filled from the maps;
+    # cuSPARSELt's distro follows the repository's unless it is set on its own (cusparselt_distro).
+    got = fill_platform_names({"cuda_distro": "", "cuda_repo_arch": "", "cusparselt_distro": "", "cusparselt_version":
+                               version}, spark, maps)
+    assert (got["cuda_distro"], got["cuda_repo_arch"], got["cusparselt_distro"]) == ("ubuntu2404", "sbsa", "ubuntu2404")
+    got = fill_platform_names({"cuda_distro": "ubuntu2204", "cusparselt_distro": "ubuntu2404", "cusparselt_version":
+                               version}, spark, maps)
+    assert (got["cuda_distro"], got["cusparselt_distro"], got["cusparselt_sha256"]) == ("ubuntu2204", "ubuntu2404",
+                                                                                       pinned)
 
 
 def test_facts_and_gather_together_or_neither_is_refused(tmp_path):

@@ -212,3 +212,23 @@ def test_without_an_ml_index_url_pips_own_configuration_decides_and_nothing_is_p
     items = sources.plan_sources(plan, urls("https://mirror.example", ml_index_url=""), HOST)
     probed = sources.probe(items, 1, lambda url, timeout: "must not be called")
     assert [(p["url"], p["status"]) for p in probed] == [("(pip's configuration on the host)", "not probed")]
+
+
+def test_the_cusparselt_installer_follows_its_own_distro_when_one_is_set():
+    plan = {"actions": {"cusparselt": "install"}, "torch": {"source": "source"}}
+    items = sources.plan_sources(plan, urls("https://mirror.example", cusparselt_distro="ubuntu2204"), HOST)
+    assert [i["url"].rsplit("/", 1)[1] for i in items] == ["cusparselt-local-repo-ubuntu2204-0.8.1_0.8.1-1_arm64.deb"]
+    items = sources.plan_sources(plan, urls("https://mirror.example"), HOST)
+    assert [i["url"].rsplit("/", 1)[1] for i in items] == ["cusparselt-local-repo-ubuntu2404-0.8.1_0.8.1-1_arm64.deb"]
+
+
+def test_source_builds_list_the_package_index_their_pip_installs_use():
+    plan = {"actions": {"pytorch": "build"}, "torch": {"source": "source", "version": "2.10.0"}}
+    items = sources.plan_sources(plan, urls("https://mirror.example", build_index_url="https://pypi.example/simple/"),
+                                 HOST)
+    assert [(i["source"], i["url"], i["kind"]) for i in items] == [
+        ("PyTorch source (git)", "https://mirror.example/pytorch.git", "git"),
+        ("Python packages for the builds (pip)", "https://pypi.example/simple", "index")]
+    assert items[0]["ref"] == "v2.10.0"
+    items = sources.plan_sources(plan, urls("https://mirror.example", build_index_url=""), HOST)
+    assert items[1]["kind"] == "pipconf" and items[1]["url"] == "(pip's configuration on the host)"

@@ -89,7 +89,8 @@ def plan_sources(plan, urls, host, apt_sources_dir="/etc/apt/sources.list.d"):
     if actions.get("cusparselt") == "install" and urls.get("cusparselt_base_url"):
         version = urls.get("cusparselt_version")
         add("cusparselt", "cuSPARSELt installer",
-            cusparselt.deb_url(urls["cusparselt_base_url"], version, urls.get("cuda_distro"), urls.get("deb_arch")),
+            cusparselt.deb_url(urls["cusparselt_base_url"], version, urls.get("cusparselt_distro") or urls.get("cuda_distro"),
+                               urls.get("deb_arch")),
             "http", "cusparselt_base_url", sha256=urls.get("cusparselt_sha256"))
     torch = plan.get("torch") or {}
     for component, key, label in GIT_COMPONENTS:
@@ -212,11 +213,15 @@ def fill_platform_names(given, host, maps):
     distro = (maps.get("cuda_distro_map") or {}).get(
         "%s-%s" % (host.get("distribution"), host.get("distribution_version")), "ubuntu2404")
     deb_arch = (maps.get("cuda_deb_arch_map") or {}).get(arch, arch)
-    filled.setdefault("cuda_distro", distro)
-    filled.setdefault("cuda_repo_arch", (maps.get("cuda_repo_arch_map") or {}).get(arch, arch))
-    filled.setdefault("deb_arch", deb_arch)
+    # A name the inventory sets (cuda_libs_distro, cusparselt_distro...) wins; empty means not set.
+    for key, value in (("cuda_distro", distro), ("cuda_repo_arch", (maps.get("cuda_repo_arch_map") or {}).get(arch, arch)),
+                       ("deb_arch", deb_arch)):
+        if not filled.get(key):
+            filled[key] = value
+    if not filled.get("cusparselt_distro"):
+        filled["cusparselt_distro"] = filled["cuda_distro"]
     if "cusparselt_sha256" not in filled:
         table = maps.get("cusparselt_sha256") or {}
         filled["cusparselt_sha256"] = ((table.get(str(filled.get("cusparselt_version"))) or {})
-                                       .get(filled["cuda_distro"]) or {}).get(filled["deb_arch"]) or ""
+                                       .get(filled["cusparselt_distro"]) or {}).get(filled["deb_arch"]) or ""
     return filled
