@@ -700,9 +700,10 @@ GIT_VARIABLES = {"triton_repo": "triton_repo", "llvm_repo": "triton_llvm_repo", 
 
 def overrides(rows, host_dir, target):
     """The role variables that point each bundled source at its copy on the host under ``host_dir``,
-    and ``sparkforge_bundle_env``, the builds' environment: git configuration (GIT_CONFIG_COUNT...) that
-    sends each submodule URL to its mirror and lets submodules be fetched from file:// URLs, and pip's
-    index for the build requirements (PIP_INDEX_URL, with pip's own configuration files off)."""
+    and ``sparkforge_bundle_env``, the environment of the build and install plays: git configuration
+    (GIT_CONFIG_COUNT...) that sends each submodule URL to its mirror and lets submodules be fetched
+    from file:// URLs, pip's index for the build requirements (PIP_INDEX_URL), and pip's own
+    configuration files off (PIP_CONFIG_FILE), so that pip reads the bundle and nothing else."""
     out = {}
     rules = []
     env = {}
@@ -731,6 +732,8 @@ def overrides(rows, host_dir, target):
             env.update(pip)
         elif row["kind"] in ("index", "pipconf"):
             index = url("wheels/%s/simple" % wheel_dir_name(target))
+            # The roles pass the bundle's index; the host's own pip configuration must add nothing to it.
+            env["PIP_CONFIG_FILE"] = os.devnull
             if row["component"] == "pytorch":
                 out["pytorch_index_url"] = index
                 out["torch_domains_index_url"] = index

@@ -216,7 +216,7 @@ def test_match_points_every_source_at_the_hosts_copy():
     assert values["ml_packages_index_url"] == "file:///opt/sparkforge/bundle/wheels/cp312-aarch64/simple"
     assert values["ml_packages_extra_index_urls"] == [] and values["ml_packages_find_links"] == []
     assert values["sparkforge_bundle_env"] == {
-        "GIT_CONFIG_COUNT": "2",
+        "PIP_CONFIG_FILE": os.devnull, "GIT_CONFIG_COUNT": "2",
         "GIT_CONFIG_KEY_0": "url.file:///opt/sparkforge/bundle/git/pybind11.git.insteadOf",
         "GIT_CONFIG_VALUE_0": "https://github.com/pybind/pybind11.git",
         "GIT_CONFIG_KEY_1": "protocol.file.allow", "GIT_CONFIG_VALUE_1": "always"}
@@ -277,3 +277,24 @@ def test_git_names_are_readable_and_distinct():
     a = bundle.git_name("https://github.com/pytorch/pytorch.git")
     b = bundle.git_name("https://mirror.example/pytorch/pytorch.git")
     assert a.startswith("github.com_pytorch_pytorch-") and a.endswith(".git") and a != b
+
+
+BUILD_ROW = {"component": "pytorch", "source": "Python packages for the builds (pip)",
+             "url": "(pip's configuration on the host)", "kind": "pipconf", "key": "build_index_url",
+             "variable": "sparkforge_fleet_pip_env"}
+BUILD_SOURCE = {"kind": "index", "url": "build (pip's configuration)", "targets": {TARGET["id"]: {
+    "path": "wheels/cp312-aarch64/simple", "requirements": ["setuptools", "wheel"], "torch": "2.10.0"}}}
+
+
+def test_the_builds_packages_point_the_builders_pip_at_the_bundle():
+    rows, problems = bundle.match(manifest_with([BUILD_SOURCE]), [BUILD_ROW], TARGET, PLAN)
+    assert problems == []
+    values = bundle.overrides(rows, "/b", TARGET)
+    pip = {"PIP_INDEX_URL": "file:///b/wheels/cp312-aarch64/simple", "PIP_CONFIG_FILE": os.devnull}
+    assert values["sparkforge_fleet_pip_env"] == pip and values["triton_pip_env"] == pip
+    assert values["sparkforge_bundle_env"] == pip
+    assert bundle.host_copy(rows, TARGET) == (["wheels"], ["wheels/cp312-aarch64/"])
+    rows, problems = bundle.match(manifest_with([BUILD_SOURCE]), [BUILD_ROW], TARGET,
+                                  dict(PLAN, torch={"source": "source", "version": "2.12.0"}))
+    assert problems == ["pytorch: Python packages for the builds (pip): the bundle's build packages are for torch "
+                        "2.10.0, the plan builds 2.12.0"]
