@@ -21,7 +21,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 SCRIPT = r'''
-import json, os, platform, statistics, sys, time, traceback, warnings
+import json, math, os, platform, statistics, sys, time, traceback, warnings
 
 CFG = json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}
 OUT = {"schema": 1, "status": "ok", "python": sys.executable, "python_version": platform.python_version(),
@@ -330,20 +330,123 @@ def _gds():
 
 # ------------------------------------------------------------ benchmarks ----
 
+class Nvml(object):
+    """NVML read in a thread while the benchmarks run: SM and memory clock, power, temperature, throttle reasons.
+
+    Samples are [time, sm_mhz, mem_mhz, power_w, temp_c, reasons bitmask]; each benchmark keeps those of its
+    timed window, and torch_checks summarises and judges them.  Without nvidia-ml-py (pynvml) or a driver
+    that answers, ``error`` says why and the figures are reported without clocks."""
+
+    def __init__(self, uuid, interval):
+        import threading
+        self.samples = []
+        self.info = {"available": False}
+        self.error = None
+        self._stop = threading.Event()
+        self.interval = interval
+        try:
+            import pynvml as nv
+            nv.nvmlInit()
+            try:
+                handle = nv.nvmlDeviceGetHandleByUUID(uuid) if uuid else None
+            except Exception:
+                handle = None
+            if handle is None:
+                handle = nv.nvmlDeviceGetHandleByIndex(int((os.environ.get("CUDA_VISIBLE_DEVICES") or "0").split(",")[0]))
+            self.nv, self.handle = nv, handle
+            self.reasons = (getattr(nv, "nvmlDeviceGetCurrentClocksEventReasons", None) or
+                            nv.nvmlDeviceGetCurrentClocksThrottleReasons)
+            self.info = {"available": True, "interval_s": interval}
+            for key, func in (("power_limit_w", lambda: nv.nvmlDeviceGetEnforcedPowerLimit(handle) / 1000.0),
+                              ("default_power_limit_w", lambda: nv.nvmlDeviceGetPowerManagementDefaultLimit(handle) / 1000.0),
+                              ("max_sm_mhz", lambda: nv.nvmlDeviceGetMaxClockInfo(handle, nv.NVML_CLOCK_SM)),
+                              ("max_mem_mhz", lambda: nv.nvmlDeviceGetMaxClockInfo(handle, nv.NVML_CLOCK_MEM)),
+                              ("slowdown_temp_c", lambda: nv.nvmlDeviceGetTemperatureThreshold(
+                                  handle, nv.NVML_TEMPERATURE_THRESHOLD_SLOWDOWN)),
+                              ("driver", lambda: nv.nvmlSystemGetDriverVersion())):
+                try:
+                    value = func()
+                    self.info[key] = value.decode() if isinstance(value, bytes) else value
+                except Exception:
+                    self.info[key] = None
+            self._thread = threading.Thread(target=self._run, name="sparkforge-nvml")
+            self._thread.daemon = True
+            self._thread.start()
+        except Exception as exc:  # noqa: no pynvml, no NVML library, no answer
+            self.error = "%s: %s" % (type(exc).__name__, exc)
+            self.info = {"available": False, "error": self.error}
+
+    def _run(self):
+        nv, handle = self.nv, self.handle
+        while not self._stop.is_set():
+            try:
+                self.samples.append([round(time.time(), 3), nv.nvmlDeviceGetClockInfo(handle, nv.NVML_CLOCK_SM),
+                                     nv.nvmlDeviceGetClockInfo(handle, nv.NVML_CLOCK_MEM),
+                                     round(nv.nvmlDeviceGetPowerUsage(handle) / 1000.0, 1),
+                                     nv.nvmlDeviceGetTemperature(handle, nv.NVML_TEMPERATURE_GPU), int(self.reasons(handle))])
+            except Exception as exc:  # noqa
+                self.error = "%s: %s" % (type(exc).__name__, exc)
+            self._stop.wait(self.interval)
+
+    def window(self, t0, t1):
+        return [s for s in self.samples if t0 <= s[0] <= t1]
+
+    def stop(self):
+        self._stop.set()
+
+
+NVML = None
+# Each figure is the GPU's steady rate: the operation runs back to back for WARM_S seconds first (the power
+# and clock controller settles: a dense GEMM on a 700 W H100 drops from 1980 MHz to about 1.4 GHz within
+# 100 ms and dips further when the one-second power average reaches the limit), then for at least TIME_S
+# seconds in chunks of >= 20 ms between CUDA events, with no host synchronisation between launches.
+WARM_S = float(CFG.get("bench_warm_seconds", 1.0)) * min(1.0, SCALE)
+TIME_S = float(CFG.get("bench_seconds", 1.0)) * SCALE
+LAST = {}
+
+
 def bench(func, iters, warmup=3):
-    for _ in range(warmup):
+    """Median ms per call over timed chunks (see WARM_S/TIME_S); the window and chunk spread go to LAST."""
+    done = 0
+    start_wall = time.time()
+    mark = torch.cuda.Event(enable_timing=True)
+    first = torch.cuda.Event(enable_timing=True)
+    first.record()
+    while True:
         func()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(iters):
+        done += 1
+        if done % 4 == 0 or done < 4:
+            mark.record()
+            mark.synchronize()  # keeps the host within a few calls of the GPU, so wall time means GPU time
+            if done >= warmup and time.time() - start_wall >= WARM_S:
+                break
+    per_call_ms = max(first.elapsed_time(mark) / done, 1e-3)
+    chunk = max(1, int(math.ceil(20.0 / per_call_ms)))
+    chunks = []
+    calls = 0
+    t0 = time.time()
+    prev_end = None
+    while calls < iters or time.time() - t0 < TIME_S or len(chunks) < 3:
         start = torch.cuda.Event(enable_timing=True)
         end = torch.cuda.Event(enable_timing=True)
         start.record()
-        func()
+        for _ in range(chunk):
+            func()
         end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
+        chunks.append((start, end))
+        calls += chunk
+        if prev_end is not None:
+            prev_end.synchronize()  # one chunk stays queued: the GPU never waits for the host
+        prev_end = end
+    prev_end.synchronize()
+    t1 = time.time()
+    per = sorted(s.elapsed_time(e) / chunk for s, e in chunks)
+    median = statistics.median(per)
+    LAST.clear()
+    LAST.update({"t0": round(t0, 3), "t1": round(t1, 3), "calls": calls, "chunk_calls": chunk,
+                 "chunks": len(chunks), "chunk_spread": round((per[-1] - per[0]) / median, 4) if median else None,
+                 "warm_s": round(t0 - start_wall, 2)})
+    return median
 
 
 def add_bench(group, name, ms, flops=None, nbytes=None, kind=None, extra=None):
@@ -356,29 +459,23 @@ def add_bench(group, name, ms, flops=None, nbytes=None, kind=None, extra=None):
         item["peak_key"] = kind
     if extra:
         item.update(extra)
+    if LAST and not math.isnan(ms):
+        item["timing"] = dict(LAST)
+        if NVML is not None and NVML.info.get("available"):
+            item["nvml_samples"] = NVML.window(LAST["t0"], LAST["t1"])
+    LAST.clear()
     OUT["benchmarks"].append(item)
 
 
 def iters(n):
-    # 5x the seed's counts at scale 1: runs of a few ms each otherwise end before the clocks settle.
+    # The least number of timed calls; the timed window also lasts at least TIME_S.
     return max(3, int(5 * n * SCALE))
-
-
-def warm_gpu(seconds=2.0):
-    """Keep the GPU busy for a while so the first timed figures see steady clocks."""
-    x = torch.randn(8192, 8192, device=DEV, dtype=torch.bfloat16)
-    end = time.time() + seconds
-    while time.time() < end:
-        for _ in range(10):
-            x @ x
-        torch.cuda.synchronize()
 
 
 def run_benchmarks():
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
     n = int(CFG.get("gemm_size", 8192))
-    warm_gpu()
     a32 = torch.randn(n, n, device=DEV)
     b32 = torch.randn(n, n, device=DEV)
     for name, dtype, tf32 in (("fp32", torch.float32, False), ("tf32", torch.float32, True),
@@ -469,7 +566,8 @@ def more_benchmarks():
                       flops=2.0 * n ** 3, kind="fp16")
         n = 4096
         a = torch.randn(n, n, device=DEV, dtype=torch.float64)
-        add_bench("gemm_sweep", "fp64 %dx%dx%d" % (n, n, n), bench(lambda: a @ a, iters(3)), flops=2.0 * n ** 3)
+        add_bench("gemm_sweep", "fp64 %dx%dx%d" % (n, n, n), bench(lambda: a @ a, iters(3)), flops=2.0 * n ** 3,
+                  kind="fp64")
 
     def batched_tf32():
         torch.backends.cuda.matmul.allow_tf32 = True
@@ -562,6 +660,10 @@ def more_benchmarks():
 
 if CFG.get("benchmarks", True):
     started = time.time()
+    NVML = Nvml(OUT["device"].get("uuid"), float(CFG.get("nvml_interval", 0.05)))
+    OUT["nvml"] = NVML.info
+    OUT["bench_method"] = {"warm_s": WARM_S, "min_timed_s": TIME_S, "chunk_ms": 20,
+                           "figure": "median over chunks of back-to-back calls between CUDA events"}
     try:
         run_benchmarks()
     except Exception as exc:
@@ -570,5 +672,8 @@ if CFG.get("benchmarks", True):
     if CFG.get("extended_benchmarks", True):
         more_benchmarks()
     OUT["benchmark_seconds"] = round(time.time() - started, 1)
+    NVML.stop()
+    if NVML.error:
+        OUT["nvml"]["error"] = NVML.error
 emit()
 '''

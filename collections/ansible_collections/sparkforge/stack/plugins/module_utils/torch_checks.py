@@ -19,7 +19,7 @@ import tempfile
 import time
 
 from ansible_collections.sparkforge.stack.plugins.module_utils import multi_gpu
-from ansible_collections.sparkforge.stack.plugins.module_utils import fatbin, png_chart
+from ansible_collections.sparkforge.stack.plugins.module_utils import fatbin, gpu_clocks, png_chart
 from ansible_collections.sparkforge.stack.plugins.module_utils.torch_check_script import SCRIPT
 
 CHECK_GROUPS = ("gemm", "fp8", "sdpa", "sparse24", "triton", "compile", "nccl", "gds")
@@ -136,11 +136,18 @@ def evaluate(raw, platforms=None, audit=None, host=None, per_gpu=None, collectiv
     key, entry = match_platform(device["name"], platforms)
     report["platform"] = {"key": key, "label": entry.get("label") if entry else None,
                           "peaks": ({"tflops": entry.get("tflops"), "mem_bw_gbs": entry.get("mem_bw_gbs")}
-                                    if entry else None)}
+                                    if entry else None),
+                          "sources": entry.get("sources") if entry else None,
+                          "notes": list(entry.get("notes") or []) if entry else []}
     for item in raw.get("benchmarks", []):
         peak = peak_for(entry, item.get("peak_key"))
         value = item.get("gbs") if item.get("peak_key") == "mem_bw" else item.get("tflops")
         item["pct_of_peak"] = round(100.0 * value / peak, 1) if peak and value else None
+        if item["pct_of_peak"] is not None:
+            item["peak_row"] = key
+            item["peak_value"] = peak
+    gpu_clocks.annotate(raw.get("benchmarks", []), raw.get("nvml"), entry, peak_for)
+    report["physical_limits"] = physical_limits(report["platform"], raw.get("benchmarks", []), raw.get("nvml"))
     coverage = arch_coverage(raw.get("arch_list", []), device["capability"])
     cap_warnings = [w for w in raw.get("warnings", []) if "capability" in w.lower()]
     coverage["capability_warning"] = cap_warnings[0] if cap_warnings else None
@@ -181,6 +188,23 @@ def evaluate(raw, platforms=None, audit=None, host=None, per_gpu=None, collectiv
         " on %d GPUs" % len(per_gpu["gpus"]) if per_gpu and len(per_gpu["gpus"]) > 1 else "")
     report["derived"] = derived_figures(raw.get("benchmarks", []), raw.get("checks", []))
     return report
+
+
+def physical_limits(platform, benchmarks, nvml):
+    """Why figures sit below the peak on this machine: the peak row's notes, then what the clocks showed."""
+    lines = list((platform or {}).get("notes") or [])
+    nvml = nvml or {}
+    gemm = [b for b in benchmarks if b.get("group") == "gemm" and b.get("clocks")]
+    capped = [b for b in gemm if any(f["flag"] == "power_capped" for f in b.get("flags") or [])]
+    if capped:
+        low = min(b["clocks"]["sm_mhz"]["median"] for b in capped)
+        high = max(b["clocks"]["sm_mhz"]["median"] for b in capped)
+        lines.append("measured here: the dense GEMMs ran at the %s W power limit with SM clock medians of %s-%s MHz "
+                     "(the maximum is %s MHz), so they run at the sustained rate under the power limit, below a "
+                     "peak stated at the boost clock" % (nvml.get("power_limit_w"), low, high, nvml.get("max_sm_mhz")))
+    if not nvml.get("available") and benchmarks:
+        lines.append("no clock data: %s" % (nvml.get("error") or "NVML was not read (nvidia-ml-py missing?)"))
+    return lines
 
 
 def derived_figures(benchmarks, checks):
@@ -244,12 +268,25 @@ def render_markdown(report):
             _fmt(check.get("rel_err"), 6) if check.get("rel_err") is not None else "-",
             ("%g" % check["tolerance"]) if "tolerance" in check else "-", check.get("reference", "-"),
             (check.get("detail") or "").replace("|", "/")))
-    lines += ["", "## Benchmarks (CUDA-event medians after warm-up)", "",
-              "| group | benchmark | median ms | TFLOP/s | GB/s | % of peak |", "|---|---|---|---|---|---|"]
+    method = report.get("bench_method") or {}
+    lines += ["", "## Benchmarks", "",
+              "Each figure is the steady rate: the operation runs back to back for %s s, then for at least %s s "
+              "in chunks of about 20 ms between CUDA events, with no host synchronisation between calls; the "
+              "figure is the median chunk. The clocks are NVML's, sampled every %s s during the timed window "
+              "(SM clock median, memory clock, power median against the limit, highest temperature). "
+              "%% of peak uses the peak table row `%s` (%s); %% at clock scales that peak to the SM clock "
+              "(memory clock for bandwidth) the figure ran at." % (
+                  _fmt(method.get("warm_s"), 1), _fmt(method.get("min_timed_s"), 1),
+                  _fmt((report.get("nvml") or {}).get("interval_s")), plat.get("key") or "none",
+                  plat.get("label") or "no row matches this device"), "",
+              "| group | benchmark | median ms | TFLOP/s | GB/s | % of peak | % at clock | clocks | flags |",
+              "|---|---|---|---|---|---|---|---|---|"]
     for bench in report.get("benchmarks", []):
-        lines.append("| %s | %s | %s | %s | %s | %s |" % (
+        lines.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
             bench["group"], bench["name"], _fmt(bench.get("median_ms"), 3), _fmt(bench.get("tflops"), 1),
-            _fmt(bench.get("gbs"), 0), _fmt(bench.get("pct_of_peak"), 1)))
+            _fmt(bench.get("gbs"), 0), _fmt(bench.get("pct_of_peak"), 1), _fmt(bench.get("pct_of_clock_peak"), 1),
+            gpu_clocks.clock_text(bench), gpu_clocks.flag_text(bench)))
+    lines += render_flags(report)
     der = report.get("derived") or {}
     lines += ["", "TF32 speed-up over strict FP32 GEMM: %s; fastest SDPA backend that passed its check: %s; "
               "torch.compile speed-up on the small MLP: %s." % (
@@ -286,15 +323,71 @@ def render_markdown(report):
     return "\n".join(lines) + "\n"
 
 
+def render_flags(report):
+    """The flags' details, and the peak row with its sources and the physical limits."""
+    lines = []
+    nvml = report.get("nvml") or {}
+    flagged = [b for b in report.get("benchmarks", []) if b.get("flags")]
+    lines += ["", "### Clocks and flags", ""]
+    if nvml.get("available"):
+        lines.append("NVML: power limit %s W, max SM clock %s MHz, max memory clock %s MHz, slowdown temperature "
+                     "%s C, driver %s." % (nvml.get("power_limit_w"), nvml.get("max_sm_mhz"), nvml.get("max_mem_mhz"),
+                                          nvml.get("slowdown_temp_c"), nvml.get("driver")))
+    elif report.get("benchmarks"):
+        lines.append("NVML was not available (%s): the figures carry no clocks." % (nvml.get("error") or "not read"))
+    lines += ["", "`!` marks a warning: throttled (thermal or hardware slowdown, power brake), low_for_clock (far "
+              "below the rate the clock it ran at allows), unsteady (the rate moved during the window). Notes: "
+              "power_capped (the power limit set the clock: the GPU's sustained rate, not a fault), no_clocks.", ""]
+    warned = [b for b in flagged if any(f["severity"] == "warn" for f in b["flags"])]
+    for bench in warned:
+        for flag in bench["flags"]:
+            if flag["severity"] == "warn":
+                lines.append("- **%s**: %s: %s" % (bench["name"], flag["flag"], flag["detail"]))
+    notes = {}
+    for bench in flagged:
+        for flag in bench["flags"]:
+            if flag["severity"] == "note":
+                notes.setdefault(flag["flag"], []).append(bench["name"])
+    for name, benches in sorted(notes.items()):
+        lines.append("- %s on %d figure(s): %s" % (name, len(benches), ", ".join(benches[:6]) +
+                                                    (", ..." if len(benches) > 6 else "")))
+    plat = report.get("platform") or {}
+    if plat.get("key"):
+        lines += ["", "### Peak table row `%s`: %s" % (plat["key"], plat.get("label")), "",
+                  "Dense peaks (TFLOP/s): %s; memory %s GB/s." % (
+                      ", ".join("%s %s" % (k, v) for k, v in sorted((plat.get("peaks") or {}).get("tflops", {}).items())
+                                if v is not None), (plat.get("peaks") or {}).get("mem_bw_gbs"))]
+        for what, text in sorted((plat.get("sources") or {}).items()):
+            lines.append("- source (%s): %s" % (what, text))
+    limits = report.get("physical_limits") or []
+    if limits:
+        lines += ["", "### Why figures sit below the peak here", ""] + ["- %s" % text for text in limits]
+    return lines
+
+
 def chart_bars(report):
+    """(label, % of peak, colour group) per benchmark with a peak; a flagged figure gets the warning colour."""
     bars = []
     groups = {}
     for bench in report.get("benchmarks", []):
         if not bench.get("peak_key"):
             continue
         group = groups.setdefault(bench["group"], len(groups))
-        bars.append((bench["name"][:48], bench.get("pct_of_peak"), group))
+        clocks = bench.get("clocks")
+        label = bench["name"][:40]
+        if clocks:
+            label += " / %s MHz %s W" % (clocks["sm_mhz"]["median"], int(round(clocks["power_w"]["median"])))
+        warn = [f["flag"] for f in bench.get("flags") or [] if f["severity"] == "warn"]
+        if warn:
+            label += " WARN " + ",".join(warn)
+            group = WARN_GROUP
+        elif any(f["flag"] == "power_capped" for f in bench.get("flags") or []):
+            label += " (power cap)"
+        bars.append((label, bench.get("pct_of_peak"), group))
     return bars
+
+
+WARN_GROUP = -3  # red in both renderers (matplotlib 'red', png_chart.PALETTE[3])
 
 
 def render_png(report, path):
@@ -302,7 +395,9 @@ def render_png(report, path):
     bars = chart_bars(report)
     if not bars:
         bars = [("no benchmarks (%s)" % report.get("status"), None, 0)]
-    title = "%s %s: %% of peak" % (report.get("host") or "", (report.get("device") or {}).get("name", ""))
+    title = "%s %s: %% of peak (row %s); SM clock and power during each" % (
+        report.get("host") or "", (report.get("device") or {}).get("name", ""),
+        (report.get("platform") or {}).get("key") or "none")
     try:
         import matplotlib  # pylint: disable=import-error
 
@@ -314,7 +409,7 @@ def render_png(report, path):
     fig, axis = pyplot.subplots(figsize=(10, 0.32 * len(bars) + 1.2))
     labels = [b[0] for b in bars]
     values = [b[1] if b[1] is not None else 0 for b in bars]
-    colors = ["C%d" % b[2] for b in bars]
+    colors = ["red" if b[2] == WARN_GROUP else "C%d" % (b[2] % 10) for b in bars]
     axis.barh(range(len(bars)), values, color=colors)
     axis.set_yticks(range(len(bars)))
     axis.set_yticklabels(labels, fontsize=8)

@@ -24,9 +24,17 @@ description:
     backend, 2:4 semi-structured sparse matmul through cuSPARSELt, a Triton JIT kernel, C(torch.compile) of
     a small model against eager, NCCL initialisation in one process, and cuFile/GDS availability (reported,
     never failing)."
-  - "Benchmarks (CUDA-event medians after warm-up, about two minutes at O(bench_scale=1)): GEMM per precision,
-    batched GEMM, conv2d, SDPA per backend, LayerNorm/softmax, device copy bandwidth and a small transformer
-    encoder, each also as a percentage of the platform's peak from O(platforms)."
+  - "Benchmarks (about two minutes at O(bench_scale=1)): GEMM per precision, batched GEMM, conv2d, SDPA per
+    backend, LayerNorm/softmax, device copy bandwidth and a small transformer encoder, each also as a
+    percentage of the peak of the O(platforms) row that matches the device (the report names the row and its
+    sources). Each figure is a steady rate: the operation runs back to back for a second (the clocks settle
+    under the power limit), then for at least a second more in chunks of about 20 ms between CUDA events,
+    without host synchronisation between calls; the figure is the median chunk."
+  - "While each benchmark runs, NVML (nvidia-ml-py in the venv) is sampled: SM and memory clock, power against
+    the limit, temperature and the throttle reasons. They are recorded next to the figure in the JSON,
+    Markdown and PNG, and the figure is flagged: throttled (thermal/hardware slowdown, power brake), low for
+    the clock it ran at, unsteady, power-capped (a note: the sustained rate under the power limit), or
+    no clocks when NVML is missing."
   - "Every GPU: the functional checks run on every visible GPU (O(gpus) selects a subset), each GPU in a
     process that sees only it (C(CUDA_VISIBLE_DEVICES)); the first GPU runs them with the benchmarks, the
     others in parallel afterwards. RV(per_gpu) has one row per GPU per check with the GPU's index, UUID and
@@ -206,7 +214,10 @@ checks:
   type: list
   elements: dict
 benchmarks:
-  description: Each benchmark with group, name, median_ms, tflops or gbs, pct_of_peak.
+  description:
+    - Each benchmark with group, name, median_ms, tflops or gbs, pct_of_peak, peak_row (the peak table row used),
+      pct_of_clock_peak (against the peak scaled to the clock it ran at), timing (window, chunks, spread),
+      clocks (SM/memory MHz, power and limit, temperature, throttle reasons) and flags (flag, severity, detail).
   returned: always
   type: list
   elements: dict

@@ -112,8 +112,14 @@ def test_platform_table_and_matching():
     assert torch_checks.match_platform("NVIDIA B200", plats)[0] == "b200"
     assert torch_checks.match_platform("Tesla T4", plats) == (None, None)
     for key, entry in plats.items():
-        assert set(entry["tflops"]) == {"fp32", "tf32", "fp16", "bf16", "fp8"}, key
+        assert set(entry["tflops"]) == {"fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "fp4"}, key
         assert entry["mem_bw_gbs"] > 0
+        # every number has the document it comes from, and the row says why figures sit below it
+        assert entry["sources"]["tflops"] and entry["sources"]["mem_bw_gbs"], key
+        assert isinstance(entry["notes"], list), key
+    assert torch_checks.match_platform("NVIDIA RTX PRO 6000 Blackwell Workstation Edition", plats)[0] == \
+        "rtx_pro_6000_blackwell"
+    assert any("LPDDR5x" in note for note in plats["gb10"]["notes"])
 
 
 @pytest.mark.parametrize("arch_list,cap,covers,level", [
@@ -162,8 +168,10 @@ def test_evaluate_zero_output_and_coverage_failures():
     assert any("arch list" in f for f in report["failures"])
     assert any("libtorch_cuda.so" in f for f in report["failures"])
     assert report["arch_coverage"]["capability_warning"].startswith("Found GPU0")
-    # GB10 has no published dense peak: no percentage, no crash.
-    assert all(b["pct_of_peak"] is None for b in report["benchmarks"] if b["group"] == "gemm")
+    # GB10 has no published dense tensor-core peak: no percentage, no crash (FP32 has one).
+    assert all(b["pct_of_peak"] is None for b in report["benchmarks"]
+               if b["group"] == "gemm" and b["peak_key"] != "fp32")
+    assert report["platform"]["key"] == "gb10" and report["physical_limits"]
     assert report["derived"]["sdpa_fastest_correct"] in ("cudnn", "flash")
     assert "FAIL" in torch_checks.render_markdown(report)
 
