@@ -9,9 +9,9 @@ Two figures per operation:
 - value (the one compared): the steady rate.  The operation runs back to back for LOAD_S seconds, then N
   more calls run back to back between ONE pair of CUDA events, N chosen to last about TIMED_S seconds;
   value = work x N / elapsed.
-- burst_value (information only): after REST_S seconds of idle GPU, 3 warm-up calls and 50 timed calls
-  (an event pair each, median): the short loop the issue used, which runs before the power controller
-  has settled and so depends on what the GPU did just before.
+- burst_value (information only), in a second pass after every steady figure: after REST_S seconds of
+  idle GPU, 3 warm-up calls and 50 timed calls (an event pair each, median): the short loop the issue
+  used, which runs before the power controller has settled and so depends on what the GPU did before.
 
 Usage: python plain_measure.py [OUT.json] [--no-burst]   (prints one JSON document)
 """
@@ -146,9 +146,13 @@ def operations(torch, n=8192, copy_bytes=1 << 30):
 
 
 def measure(with_burst=True, sampler=None):
+    """Every steady figure first, back to back (the GPU stays loaded as it is during verify's benchmarks);
+    then, when asked, the burst figures, each after REST_S s of idle (a rest lowers the power controller's
+    longer averages, so the steady figures must not follow one)."""
     import torch
     out = {}
-    for key, work, unit, setup in operations(torch):
+    ops = operations(torch)
+    for key, work, unit, setup in ops:
         scale = 1e9 if unit == "TFLOP/s" else 1e6  # work / ms -> TFLOP/s or GB/s
         try:
             func = setup()
@@ -159,10 +163,16 @@ def measure(with_burst=True, sampler=None):
         fig = {"value": round(work / ms / scale, 1), "unit": unit, "ms": ms, "calls": n, "t0": t0, "t1": t1}
         if sampler is not None and sampler.info.get("available"):
             fig["nvml_samples"] = sampler.window(t0, t1)
-        if with_burst:
-            fig["burst_value"] = round(work / burst(torch, func) / scale, 1)
         torch.backends.cuda.matmul.allow_tf32 = False
         out[key] = fig
+        del func
+        torch.cuda.empty_cache()
+    for key, work, unit, setup in ops if with_burst else ():
+        if "value" not in out.get(key, {}):
+            continue
+        func = setup()
+        out[key]["burst_value"] = round(work / burst(torch, func) / (1e9 if unit == "TFLOP/s" else 1e6), 1)
+        torch.backends.cuda.matmul.allow_tf32 = False
         del func
         torch.cuda.empty_cache()
     return out

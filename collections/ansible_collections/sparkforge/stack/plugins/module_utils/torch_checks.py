@@ -195,13 +195,15 @@ def physical_limits(platform, benchmarks, nvml):
     lines = list((platform or {}).get("notes") or [])
     nvml = nvml or {}
     gemm = [b for b in benchmarks if b.get("group") == "gemm" and b.get("clocks")]
-    capped = [b for b in gemm if any(f["flag"] == "power_capped" for f in b.get("flags") or [])]
+    capped = [b for b in gemm if any(f["flag"] == "power_capped" for f in b.get("flags") or [])
+              and b.get("peak_key") not in ("fp32", "fp64")]
     if capped:
         low = min(b["clocks"]["sm_mhz"]["median"] for b in capped)
         high = max(b["clocks"]["sm_mhz"]["median"] for b in capped)
-        lines.append("measured here: the dense GEMMs ran at the %s W power limit with SM clock medians of %s-%s MHz "
-                     "(the maximum is %s MHz), so they run at the sustained rate under the power limit, below a "
-                     "peak stated at the boost clock" % (nvml.get("power_limit_w"), low, high, nvml.get("max_sm_mhz")))
+        lines.append("measured here: the tensor-core GEMMs ran at the %.0f W power limit with SM clock medians of "
+                     "%.0f-%.0f MHz (the maximum is %s MHz), so they run at the sustained rate under the power "
+                     "limit, below a peak stated at the boost clock" % (
+                         nvml.get("power_limit_w") or 0, low, high, nvml.get("max_sm_mhz")))
     if not nvml.get("available") and benchmarks:
         lines.append("no clock data: %s" % (nvml.get("error") or "NVML was not read (nvidia-ml-py missing?)"))
     return lines
