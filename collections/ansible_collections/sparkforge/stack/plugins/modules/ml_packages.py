@@ -98,7 +98,7 @@ options:
     type: dict
     default: {}
   log_dir:
-    description: Directory for one pip log per package (created). Without it, failures carry the log tail only.
+    description: Directory for one pip log per package (created; not in check mode, which writes nothing). Without it, failures carry the log tail only.
     type: path
 """
 
@@ -293,6 +293,25 @@ def plan_row(item, installed):
     }
 
 
+def check_mode_without_venv(plan):
+    """The result of a check-mode run on a host whose venv does not exist yet."""
+    rows = []
+    for item in plan:
+        row = plan_row(item, {})
+        if item["method"] == "skip":
+            row["status"] = "skipped"
+            row["reason"] = item["skip_reason"]
+        else:
+            row["status"] = "would_install"
+            row["reason"] = "the venv does not exist yet (check mode)"
+        rows.append(row)
+    return dict(changed=any(r["status"] == "would_install" for r in rows), packages=rows,
+                table=mp.format_table(rows), constraints="", protected_before={}, protected_after={},
+                protected_unchanged=True, build_prereqs=[], failed_packages=[],
+                report=dict(packages=mp.report_rows(rows), table=mp.format_table(mp.report_rows(rows)),
+                            protected={}, failed_packages=[]))
+
+
 def handle_package(module, pip, item, installed, work, base_env, protected, prereqs):
     row = plan_row(item, installed)
     if pip.log_dir:
@@ -390,9 +409,6 @@ def main():
     p = module.params
     venv = p["venv"]
     python = os.path.join(venv, "bin", "python")
-    if not os.access(python, os.X_OK):
-        module.fail_json(msg="%s is not a virtual environment (no bin/python); create it first (the torch role does)" % venv)
-
     host = {"arch": p["arch"] or host_platform.machine(), "platform_class": p["platform_class"],
             "cuda_major": p["cuda_major"]}
     try:
@@ -400,6 +416,12 @@ def main():
                           packages=p["packages"], allow_source_builds=p["allow_source_builds"])
     except mp.MatrixError as exc:
         module.fail_json(msg="cannot resolve the ML package matrix: %s" % exc)
+    if not os.access(python, os.X_OK):
+        if module.check_mode:
+            # Check mode before the torch role made the venv: every package the plan does not skip
+            # would be installed (what the real run then does), nothing is asked of pip.
+            module.exit_json(**check_mode_without_venv(plan))
+        module.fail_json(msg="%s is not a virtual environment (no bin/python); create it first (the torch role does)" % venv)
 
     base_env = dict((str(k), str(v)) for k, v in p["env"].items())
     base_env.setdefault("PIP_NO_INPUT", "1")
@@ -408,14 +430,16 @@ def main():
         module.fail_json(msg="the venv's pip is missing or older than 23 (%s); run '%s -m pip install -U pip' first"
                          % ((out or err).strip(), python))
 
-    if p["log_dir"]:
-        makedirs(p["log_dir"])
+    # Check mode writes nothing on the host, pip's logs included.
+    log_dir = None if module.check_mode else p["log_dir"]
+    if log_dir:
+        makedirs(log_dir)
     work = tempfile.mkdtemp(prefix="sparkforge-ml-")
     try:
         constraints_path = os.path.join(work, "constraints.txt")
         pip = Pip(module, venv, constraints_path,
                   mp.index_args(p["index_url"], p["extra_index_urls"], p["find_links"], p["no_index"]),
-                  base_env, p["protected"], p["log_dir"])
+                  base_env, p["protected"], log_dir)
         installed = pip.inspect()
         constraints = mp.constraints_text(installed, p["protected"])
         atomic_write_text(constraints_path, constraints)

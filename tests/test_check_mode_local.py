@@ -1,0 +1,213 @@
+"""Check mode of the provisioning playbook on this machine (connection local, no containers).
+
+The host is a stand-in: a fake nvidia-smi (GH200), a temporary prefix, and a venv whose torch,
+torchvision, torchaudio, Triton and einops (the one ML package it asks for) are fixture distributions (a
+package directory with a dist-info, at the versions the manifest pairs with torch 2.11.0).
+
+- Provisioned host, torch source existing / index / wheelhouse: `playbooks/spark.yml --check --diff`
+  exits 0, reports no change, and the prefix is byte for byte what it was.
+- A venv that lacks the planned torch (source index / wheelhouse): check mode exits 0, reports
+  the install as the change the real run makes, and touches nothing.
+- A fresh host (no venv at all): check mode exits 0 and creates nothing.
+- A wheelhouse that lacks the wheel: the real run fails, and the failure message and the fleet
+  summary carry pip's own reason (not just "non-zero return code").
+"""
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from helpers import GH200, REPO, fake_smi
+
+BIN = os.path.dirname(sys.executable)
+TORCH = "2.11.0"
+# What the manifest pairs with torch 2.11.0, and the `minimal` ML profile.
+PAIRED = {"torchvision": "0.26.0", "torchaudio": "2.11.0", "triton": "3.6.0"}
+MINIMAL = {"einops": "0.8.1"}
+
+
+def add_dist(site, name, version, local=""):
+    """A fixture distribution: an importable package and its dist-info (what pip and importlib see)."""
+    module = name.replace("-", "_")
+    os.makedirs(os.path.join(site, module), exist_ok=True)
+    with open(os.path.join(site, module, "__init__.py"), "w") as handle:
+        handle.write('__version__ = "%s%s"\n' % (version, local))
+    info = os.path.join(site, "%s-%s.dist-info" % (module, version))
+    os.makedirs(info, exist_ok=True)
+    with open(os.path.join(info, "METADATA"), "w") as handle:
+        handle.write("Metadata-Version: 2.1\nName: %s\nVersion: %s\n" % (name, version))
+    with open(os.path.join(info, "RECORD"), "w") as handle:
+        handle.write("")
+    with open(os.path.join(info, "INSTALLER"), "w") as handle:
+        handle.write("pip\n")
+
+
+@pytest.fixture(scope="module")
+def template_venv(tmp_path_factory):
+    """One venv with pip (made once), copied per test."""
+    path = tmp_path_factory.mktemp("template") / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(path)], check=True)
+    return path
+
+
+def site_packages(venv):
+    return subprocess.check_output([os.path.join(venv, "bin", "python"), "-c",
+                                    "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                                   universal_newlines=True).strip()
+
+
+# Every default component but verify, which needs a real torch on a GPU (its check mode is the verify
+# role's own; issue 27).
+ALL_BUT_VERIFY = ["cuda_libs", "cusparselt", "llvm", "triton", "pytorch", "torch_domains", "ml_packages", "runtime_env"]
+# The torch install alone (faster: the other roles' check mode is covered by the ALL_BUT_VERIFY runs).
+TORCH_ONLY = ["triton", "pytorch", "torch_domains"]
+
+
+def make_host(root, template, source, torch=True, venv=True, components=ALL_BUT_VERIFY):
+    """Inventory for localhost with its prefix under ``root``; returns a dict of paths."""
+    prefix = root / "prefix"
+    prefix.mkdir()
+    if venv:
+        subprocess.run(["cp", "-a", str(template), str(prefix / "venv")], check=True)
+        # A copied venv's scripts name the template's path; the interpreter link is what matters here.
+        site = site_packages(str(prefix / "venv"))
+        if torch:
+            add_dist(site, "torch", TORCH, "+cu130")
+            for name, version in PAIRED.items():
+                add_dist(site, name, version)
+        for name, version in MINIMAL.items():
+            add_dist(site, name, version)
+    wheelhouse = root / "wheelhouse"
+    wheelhouse.mkdir()
+    smi_dir = root / "smi"
+    smi_dir.mkdir()
+    group = {
+        "sparkforge_prefix": str(prefix),
+        "sparkforge_torch_source": source,
+        "sparkforge_torch_version": TORCH,
+        "sparkforge_wheel_dir": str(wheelhouse),
+        "preflight_allow_x86_64": True,
+        "preflight_min_ram_gib": 1,
+        "preflight_min_disk_gib": 1,
+        "preflight_supported_distributions": [{"distribution": "Debian", "versions": ["12"]},
+                                              {"distribution": "Ubuntu", "versions": ["22.04", "24.04"]}],
+        "sparkforge_probe_sources": False,
+        "sparkforge_components": components,
+        "sparkforge_fleet_wheelhouse": str(root / "fleet-wheelhouse"),
+        "sparkforge_fleet_report_dir": str(root / "fleet-reports"),
+        "sparkforge_reports_dir": str(root / "reports"),
+        "runtime_env_profile_path": str(root / "profile.d" / "sparkforge.sh"),
+        # One ML package (each costs a pip dry run); pip reads no index (it is already in the venv).
+        "ml_packages_profile": "",
+        "ml_packages_packages": ["einops"],
+        "ml_packages_no_index": True,
+        "pytorch_index_url": "file://%s/index" % root,
+        "torch_domains_index_url": "file://%s/index" % root,
+    }
+    host = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable,
+            "preflight_nvidia_smi": fake_smi(str(smi_dir), "localhost", GH200)}
+    inventory = root / "inventory.yml"
+    inventory.write_text(yaml.safe_dump({"all": {"hosts": {"localhost": host}, "vars": group}}))
+    return {"root": root, "prefix": prefix, "inventory": str(inventory), "wheelhouse": wheelhouse}
+
+
+def snapshot(*dirs):
+    """Every path under ``dirs`` with its type, size, mode and mtime (what a change would move)."""
+    seen = {}
+    for top in dirs:
+        top = str(top)
+        if not os.path.exists(top):
+            seen[top] = None
+            continue
+        for base, subdirs, files in os.walk(top):
+            for name in subdirs + files:
+                path = os.path.join(base, name)
+                st = os.lstat(path)
+                seen[path] = (st.st_mode, st.st_size, st.st_mtime_ns)
+    return seen
+
+
+def playbook(host, *extra, timeout=300):
+    env = dict((k, v) for k, v in os.environ.items() if not k.startswith("PIP_"))
+    env.update(ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0",
+               PIP_CONFIG_FILE=os.devnull, PIP_NO_INDEX="1", PIP_DISABLE_PIP_VERSION_CHECK="1",
+               ANSIBLE_LOCAL_TEMP=str(host["root"] / "ansible-tmp"))
+    proc = subprocess.run([os.path.join(BIN, "ansible-playbook"), "playbooks/spark.yml", "-i", host["inventory"]]
+                          + list(extra), cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          universal_newlines=True, timeout=timeout, check=False)
+    recap = re.search(r"localhost\s+: ok=(\d+)\s+changed=(\d+)\s+unreachable=\d+\s+failed=(\d+)", proc.stdout)
+    return proc, ({"ok": int(recap.group(1)), "changed": int(recap.group(2)), "failed": int(recap.group(3))}
+                  if recap else None)
+
+
+def task_status(out, name):
+    """The status word (ok, changed, skipping, fatal) of the first task whose name contains ``name``
+    (None when it did not run: skipped tasks are not shown)."""
+    match = re.search(r"^TASK \[[^\]]*%s[^\]]*\][^\n]*\n(\w+)" % re.escape(name), out, re.M)
+    return match.group(1) if match else None
+
+
+def watched(host):
+    root = host["root"]
+    return [host["prefix"], root / "reports", root / "fleet-reports", root / "fleet-wheelhouse", root / "profile.d",
+            host["wheelhouse"]]
+
+
+@pytest.mark.parametrize("source,components", [("existing", ALL_BUT_VERIFY), ("index", TORCH_ONLY),
+                                               ("wheelhouse", TORCH_ONLY)])
+def test_check_mode_on_a_provisioned_host_changes_nothing(tmp_path, template_venv, source, components):
+    host = make_host(tmp_path, template_venv, source, components=components)
+    before = snapshot(*watched(host))
+    proc, recap = playbook(host, "--check", "--diff")
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    assert recap and recap["failed"] == 0, proc.stdout[-4000:]
+    # Nothing to install: torch and its libraries are the planned ones.
+    for task in ("Install torch from", "Install the paired libraries", "Install the prebuilt Triton wheel"):
+        assert task_status(proc.stdout, task) in (None, "ok"), task
+    assert snapshot(*watched(host)) == before
+
+
+@pytest.mark.parametrize("source", ["index", "wheelhouse"])
+def test_check_mode_reports_the_torch_install_and_changes_nothing(tmp_path, template_venv, source):
+    host = make_host(tmp_path, template_venv, source, torch=False, components=TORCH_ONLY)
+    before = snapshot(*watched(host))
+    proc, recap = playbook(host, "--check", "--diff")
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    out = proc.stdout
+    # The installs the real run makes are reported as changes (their commands printed, not run).
+    task = "Install torch from the %s" % ("PyTorch index" if source == "index" else "wheelhouse")
+    assert task_status(out, task) == "changed", out[-4000:]
+    assert task_status(out, "Install the paired libraries") == "changed", out[-4000:]
+    assert recap["changed"] > 0
+    assert snapshot(*watched(host)) == before
+
+
+def test_check_mode_on_a_fresh_host_creates_nothing(tmp_path, template_venv):
+    host = make_host(tmp_path, template_venv, "index", torch=False, venv=False)
+    before = snapshot(*watched(host))
+    proc, recap = playbook(host, "--check", "--diff")
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    assert "Create the stack venv" in proc.stdout
+    assert snapshot(*watched(host)) == before
+    assert not (host["prefix"] / "venv").exists()
+
+
+def test_a_wheelhouse_without_the_wheel_fails_with_pips_reason(tmp_path, template_venv):
+    host = make_host(tmp_path, template_venv, "wheelhouse", torch=False, components=["pytorch"])
+    proc, recap = playbook(host)
+    assert proc.returncode != 0, proc.stdout[-4000:]
+    out = proc.stdout
+    # The failing task's own message carries pip's reason...
+    assert re.search(r"msg: .*pip install torch.*exit 1.*No matching distribution found for torch==2\.11\.0",
+                     out.replace("\n        ", " ")), out[-4000:]
+    # ...and so do the fleet summary and the run's last failure.
+    with open(tmp_path / "fleet-reports" / "fleet-summary.json") as handle:
+        summary = json.load(handle)
+    error = summary["hosts"]["localhost"]["error"] if "hosts" in summary else summary["localhost"]["error"]
+    assert "No matching distribution found for torch==2.11.0" in error, error
+    assert "non-zero return code" not in error
