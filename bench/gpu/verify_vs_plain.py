@@ -34,7 +34,7 @@ def main():
     for fig in plain["figures"].values():
         if "value" in fig:
             fig["clocks"] = gc.summarise(fig.pop("nvml_samples", None), plain.get("nvml"))
-    rows = gc.side_by_side(verify.get("benchmarks", []), plain["figures"], bar=BAR)
+    rows = gc.side_by_side(verify.get("benchmarks", []), plain["figures"], threshold=BAR)
     compared = [r for r in rows if r["ratio"] is not None]
     verdict = all(r["meets"] for r in compared) and len(compared) == len(rows)
     lines = ["# verify against an independent measurement, same GPU, same run", "",
@@ -47,7 +47,7 @@ def main():
              "code as a short loop (3 warm-ups + 50 calls timed one by one) after %s s of idle GPU: the burst "
              "figure, for information." % (verify.get("generated"), plain["method"]["load_s"],
                                             plain["method"]["timed_s"], plain["method"]["rest_s"]), "",
-             gc.side_by_side_markdown(rows, bar=BAR),
+             gc.side_by_side_markdown(rows, threshold=BAR),
              "Result: %s (%d of %d figures compared, bar %.0f%%)." % (
                  "every figure meets the bar" if verdict else "NOT every figure meets the bar", len(compared), len(rows),
                  100 * BAR)]

@@ -128,8 +128,9 @@ def judge(item, summary, info=None, peak=None, nvml_error=None):
     flags = []
     value, unit = figure_value(item)
     if summary is None:
-        flags.append({"flag": "no_clocks", "severity": "note",
-                      "detail": "no NVML samples for this figure (%s)" % (nvml_error or "NVML not available")})
+        why = nvml_error or ("no sample fell in this figure's window" if info.get("available")
+                             else "NVML not available")
+        flags.append({"flag": "no_clocks", "severity": "note", "detail": "no NVML samples for this figure (%s)" % why})
     else:
         sm = summary["sm_mhz"]
         top = info.get("max_sm_mhz")
@@ -230,11 +231,11 @@ def verify_figure_key(item):
     return None
 
 
-def side_by_side(verify_benchmarks, plain_figures, bar=0.95):
+def side_by_side(verify_benchmarks, plain_figures, threshold=0.95):
     """Rows comparing verify's figures with an independent measurement of the same ones.
 
     ``plain_figures``: {key: {"value", "unit", "clocks"?, ...}}.  A row meets the bar when verify reaches at
-    least ``bar`` of the independent figure (for a time, ms, it would be the other way round; all figures
+    least ``threshold`` of the independent figure (for a time, ms, it would be the other way round; all figures
     here are rates, higher is better)."""
     by_key = {}
     for item in verify_benchmarks or []:
@@ -250,7 +251,7 @@ def side_by_side(verify_benchmarks, plain_figures, bar=0.95):
         ratio = round(v_value / p_value, 3) if v_value and p_value else None
         rows.append({"figure": key, "label": label, "unit": "GB/s" if key == "copy" else "TFLOP/s",
                      "verify": v_value, "plain": p_value, "ratio": ratio,
-                     "meets": None if ratio is None else ratio >= bar,
+                     "meets": None if ratio is None else ratio >= threshold,
                      "verify_clocks": clock_text(item) if item else "-",
                      "plain_clocks": clock_text(plain) if plain else "-",
                      "verify_flags": flag_text(item) if item else "-",
@@ -258,9 +259,9 @@ def side_by_side(verify_benchmarks, plain_figures, bar=0.95):
     return rows
 
 
-def side_by_side_markdown(rows, bar=0.95):
+def side_by_side_markdown(rows, threshold=0.95):
     lines = ["| figure | unit | verify | independent | verify / independent | >= %.0f%% | verify clocks | "
-             "independent clocks | verify flags | independent, burst after rest (info) |" % (100 * bar),
+             "independent clocks | verify flags | independent, burst after rest (info) |" % (100 * threshold),
              "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         lines.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (

@@ -332,9 +332,9 @@ def render_flags(report):
     flagged = [b for b in report.get("benchmarks", []) if b.get("flags")]
     lines += ["", "### Clocks and flags", ""]
     if nvml.get("available"):
+        keys = ("power_limit_w", "max_sm_mhz", "max_mem_mhz", "slowdown_temp_c", "driver")
         lines.append("NVML: power limit %s W, max SM clock %s MHz, max memory clock %s MHz, slowdown temperature "
-                     "%s C, driver %s." % (nvml.get("power_limit_w"), nvml.get("max_sm_mhz"), nvml.get("max_mem_mhz"),
-                                          nvml.get("slowdown_temp_c"), nvml.get("driver")))
+                     "%s C, driver %s." % tuple(nvml.get(k) for k in keys))
     elif report.get("benchmarks"):
         lines.append("NVML was not available (%s): the figures carry no clocks." % (nvml.get("error") or "not read"))
     lines += ["", "`!` marks a warning: throttled (thermal or hardware slowdown, power brake), low_for_clock (far "
@@ -351,8 +351,8 @@ def render_flags(report):
             if flag["severity"] == "note":
                 notes.setdefault(flag["flag"], []).append(bench["name"])
     for name, benches in sorted(notes.items()):
-        lines.append("- %s on %d figure(s): %s" % (name, len(benches), ", ".join(benches[:6]) +
-                                                    (", ..." if len(benches) > 6 else "")))
+        shown = ", ".join(benches[:6]) + (", ..." if len(benches) > 6 else "")
+        lines.append("- %s on %d figure(s): %s" % (name, len(benches), shown))
     plat = report.get("platform") or {}
     if plat.get("key"):
         lines += ["", "### Peak table row `%s`: %s" % (plat["key"], plat.get("label")), "",
@@ -378,7 +378,7 @@ def chart_bars(report):
         clocks = bench.get("clocks")
         label = bench["name"][:40]
         if clocks:
-            label += " / %s MHz %s W" % (clocks["sm_mhz"]["median"], int(round(clocks["power_w"]["median"])))
+            label += " / %.0f MHz %.0f W" % (clocks["sm_mhz"]["median"], clocks["power_w"]["median"])
         warn = [f["flag"] for f in bench.get("flags") or [] if f["severity"] == "warn"]
         if warn:
             label += " WARN " + ",".join(warn)
@@ -389,7 +389,7 @@ def chart_bars(report):
     return bars
 
 
-WARN_GROUP = -3  # red in both renderers (matplotlib 'red', png_chart.PALETTE[3])
+WARN_GROUP = -3  # black bars with matplotlib; png_chart.PALETTE[3] (red) in the built-in writer
 
 
 def render_png(report, path):
@@ -397,7 +397,7 @@ def render_png(report, path):
     bars = chart_bars(report)
     if not bars:
         bars = [("no benchmarks (%s)" % report.get("status"), None, 0)]
-    title = "%s %s: %% of peak (row %s); SM clock and power during each" % (
+    title = "%s %s: %% of peak (row %s)\nlabels: SM clock and power during each figure; WARN = flagged" % (
         report.get("host") or "", (report.get("device") or {}).get("name", ""),
         (report.get("platform") or {}).get("key") or "none")
     try:
@@ -411,7 +411,7 @@ def render_png(report, path):
     fig, axis = pyplot.subplots(figsize=(10, 0.32 * len(bars) + 1.2))
     labels = [b[0] for b in bars]
     values = [b[1] if b[1] is not None else 0 for b in bars]
-    colors = ["red" if b[2] == WARN_GROUP else "C%d" % (b[2] % 10) for b in bars]
+    colors = ["black" if b[2] == WARN_GROUP else "C%d" % (b[2] % 10) for b in bars]
     axis.barh(range(len(bars)), values, color=colors)
     axis.set_yticks(range(len(bars)))
     axis.set_yticklabels(labels, fontsize=8)

@@ -89,6 +89,12 @@ def test_missing_nvml():
     assert gpu_clocks.summarise(item["nvml_samples"], INFO) is None
     flags = gpu_clocks.judge(item, None, {}, peak=989.4, nvml_error="ModuleNotFoundError: No module named 'pynvml'")
     assert _names(flags) == ["no_clocks"] and "pynvml" in flags[0]["detail"]
+    # NVML answered, but no sample fell in the window (a figure shorter than the sampling interval)
+    flags = gpu_clocks.judge(item, None, dict(INFO), peak=989.4)
+    assert _names(flags) == ["no_clocks"] and "window" in flags[0]["detail"]
+    # the report says why there are no clocks at all
+    limits = torch_checks.physical_limits({}, [item], {"available": False, "error": "NVMLError_LibraryNotFound"})
+    assert any("NVMLError_LibraryNotFound" in line for line in limits)
 
 
 def test_low_for_its_clock_and_unsteady():
