@@ -1,0 +1,160 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: sparkforge contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: fabric_facts
+short_description: Read the host's fabric NICs from sysfs - ports, twin functions, links, the management interface
+version_added: "0.5.0"
+description:
+  - Reads every netdev under C(/sys/class/net) (driver, PCI address, operstate, carrier, speed, MTU, PCIe link)
+    and every RDMA device under C(/sys/class/infiniband) (ports with state, physical state, rate, link layer and
+    GID table), and the netdev of each RDMA device from C(/sys/class/infiniband/DEV/device/net/) - the map
+    C(ibdev2netdev) prints, without that tool or any other on the host.
+  - Groups the RDMA-capable PCI functions into ports. Functions that differ only in their PCI domain are one
+    port's twins - a DGX Spark's ConnectX-7 shows each QSFP port as two PCIe x4 functions, for example
+    C(enp1s0f1np1) (0000:01:00.1, C(rocep1s0f1)) and C(enP2p1s0f1np1) (0002:01:00.1, C(roceP2p1s0f1)). A port
+    is cabled when a function has a link; degraded when only some of its functions do. The usable speed is
+    the port's rate shared among its functions, each bounded by its PCIe link, times the functions with a link.
+  - Names the management interfaces - the default route's (C(/proc/net/route)), the one holding
+    O(connection_address), and O(protect) - so later steps never touch them.
+  - For the chosen port (O(fabric_interface), else the only cabled port) it returns the NCCL and gloo variables
+    that keep collectives on it.
+  - Reads only.
+author:
+  - sparkforge developers (@sparkforge)
+options:
+  sysfs_root:
+    description: Where sysfs is mounted. Tests point it at a stand-in tree.
+    type: path
+    default: /sys
+  proc_root:
+    description: Where procfs is mounted (for C(net/route)). Tests point it at a stand-in tree.
+    type: path
+    default: /proc
+  connection_address:
+    description: The address Ansible connects to (C(ansible_host)); the interface holding it is management.
+    type: str
+  protect:
+    description: More interfaces never to use as fabric.
+    type: list
+    elements: str
+    default: []
+  addresses:
+    description:
+      - IPv4 addresses per interface (interface to list of addresses). When omitted, each netdev's address is
+        read from the kernel (C(SIOCGIFADDR)). Tests pass it with a stand-in tree.
+    type: dict
+  fabric_interface:
+    description: A netdev or RDMA device of the port to compute the NCCL variables for; default the only cabled port.
+    type: str
+attributes:
+  check_mode:
+    support: full
+    description: Reads only; the same in check mode.
+  diff_mode:
+    support: none
+    description: Changes nothing.
+"""
+
+EXAMPLES = r"""
+- name: Read the fabric
+  sparkforge.stack.fabric_facts:
+    connection_address: "{{ ansible_host | default(inventory_hostname) }}"
+  register: fabric
+
+- name: Show what ibdev2netdev would print
+  ansible.builtin.debug:
+    var: fabric.fabric.ibdev2netdev
+"""
+
+RETURN = r"""
+fabric:
+  description: netdevs, rdma, ibdev2netdev (lines), ports (name, functions, netdevs, hcas, cabled, active, degraded,
+    link_gbps, per_function_gbps, usable_gbps, link_layer, management), cabled_ports, management (interface to why),
+    management_speed_gbps, addresses.
+  returned: always
+  type: dict
+port:
+  description: The chosen port (see O(fabric_interface)), or null when there is none.
+  returned: always
+  type: dict
+nccl_env:
+  description: NCCL_SOCKET_IFNAME, GLOO_SOCKET_IFNAME, NCCL_IB_HCA (every active twin), NCCL_IB_DISABLE and, on RoCE
+    when one index fits every active twin, NCCL_IB_GID_INDEX. Empty without a chosen port.
+  returned: always
+  type: dict
+notes:
+  description: Why the GID index was or was not set, and a degraded port's missing functions.
+  returned: always
+  type: list
+  elements: str
+"""
+
+import fcntl
+import socket
+import struct
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.sparkforge.stack.plugins.module_utils import fabric
+
+SIOCGIFADDR = 0x8915
+
+
+def ipv4_of(name):
+    """The interface's IPv4 address from the kernel, or None."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        packed = fcntl.ioctl(sock.fileno(), SIOCGIFADDR, struct.pack("256s", name[:15].encode()))
+        return socket.inet_ntoa(packed[20:24])
+    except (IOError, OSError):
+        return None
+    finally:
+        sock.close()
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            sysfs_root=dict(type="path", default="/sys"),
+            proc_root=dict(type="path", default="/proc"),
+            connection_address=dict(type="str"),
+            protect=dict(type="list", elements="str", default=[]),
+            addresses=dict(type="dict"),
+            fabric_interface=dict(type="str"),
+        ),
+        supports_check_mode=True,
+    )
+    p = module.params
+    addresses = p["addresses"]
+    if addresses is None:
+        addresses = {}
+        for name in fabric.read_netdevs(p["sysfs_root"]):
+            ip = ipv4_of(name)
+            if ip:
+                addresses[name] = [ip]
+    facts = fabric.gather(p["sysfs_root"], p["proc_root"], p["connection_address"], addresses, p["protect"])
+    facts["addresses"] = addresses
+    port, env, notes = None, {}, []
+    if p["fabric_interface"]:
+        port = fabric.port_of(facts["ports"], p["fabric_interface"])
+        if port is None:
+            module.fail_json(msg="%s is not a function of any RDMA-capable port here (ports: %s)" % (
+                p["fabric_interface"], ", ".join(x["name"] for x in facts["ports"]) or "none"), fabric=facts)
+    elif len(facts["cabled_ports"]) == 1:
+        port = fabric.port_of(facts["ports"], facts["cabled_ports"][0])
+    if port is not None and port["cabled"]:
+        iface = p["fabric_interface"] if p["fabric_interface"] in port["netdevs"] else None
+        env, notes = fabric.nccl_env(port, iface)
+    module.exit_json(changed=False, fabric=facts, port=port, nccl_env=env, notes=notes)
+
+
+if __name__ == "__main__":
+    main()
