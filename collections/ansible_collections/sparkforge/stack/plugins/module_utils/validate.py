@@ -1,0 +1,340 @@
+# -*- coding: utf-8 -*-
+# Copyright: sparkforge developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Every user-set variable checked in one place, before anything changes on a host.
+
+The roles' ``meta/argument_specs.yml`` are the list of variables and give each its type
+(``str``, ``path``, ``list``, ``dict``, ``bool``, ``int``, ``float``, ``raw``), its list elements and
+its choices.  ``RULES`` adds what a type alone does not say: absolute paths, URLs, git remotes,
+versions, ranges, the known components.  ``check`` returns the values normalised (a list given as a
+comma-separated string, as ``-e name=a,b`` gives it, split; ``"yes"`` for a bool made ``True``) and
+one error per bad variable, each naming the variable and what it got.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import re
+
+COMPONENTS = ("cuda_libs", "cusparselt", "llvm", "triton", "pytorch", "torch_domains",
+              "ml_packages", "runtime_env", "verify")
+
+BOOL_TRUE = ("true", "yes", "on", "1", "y", "t")
+BOOL_FALSE = ("false", "no", "off", "0", "n", "f")
+
+VERSION = re.compile(r"^\d+(\.\d+){1,3}$")
+RELEASE = re.compile(r"^\d+\.\d+\.\d+$")
+URL = re.compile(r"^(https?|file)://[^\s]+$")
+GIT_URL = re.compile(r"^((https?|ssh|git|file)://[^\s]+|[\w.-]+@[\w.-]+:[^\s]+)$")
+SHA256 = re.compile(r"^[0-9a-fA-F]{64}$")
+ARCH = re.compile(r"^\d+\.\d+[af]?(\+PTX)?$")
+PERCENT = re.compile(r"^\d+(\.\d+)?%$")
+# What the preflight role passes for a variable that is not set anywhere (skipped, as None is).
+UNSET = "__unset__"
+
+# What a variable's type does not say.  kind: path (absolute), url (http/https/file), git (a git
+# remote: URL, user@host:path or an absolute path), version (dotted numbers), release (major.minor.patch),
+# sha256, arch_list
+# (TORCH_CUDA_ARCH_LIST), jobs (auto or a count), serial (a count or a percentage).
+# empty: the empty string is allowed (it means "default" or "none" for that variable).
+RULES = {
+    "sparkforge_components": {"choices": COMPONENTS},
+    "sparkforge_torch_version": {"kind": "release", "also": ("latest",)},
+    "pytorch_version": {"kind": "release", "also": ("latest",)},
+    "torch_domains_version": {"kind": "release", "also": ("latest",)},
+    "triton_torch_version": {"kind": "release", "also": ("latest",)},
+    "triton_version": {"kind": "release", "empty": True},
+    "llvm_version": {"kind": "int_string", "empty": True, "min": 10, "max": 99},
+    "cusparselt_version": {"kind": "version"},
+    "cuda_libs_keyring_version": {"kind": "keyring"},
+    "preflight_min_python": {"kind": "version"},
+    "preflight_min_driver_blackwell": {"kind": "version_or_int"},
+    "sparkforge_cuda_major": {"min": 11, "max": 20},
+    "sparkforge_cuda_arch_list": {"kind": "arch_list", "empty": True},
+    "pytorch_cuda_arch_list": {"kind": "arch_list", "empty": True},
+    "torch_domains_cuda_arch_list": {"kind": "arch_list", "empty": True},
+    "sparkforge_torch_index_url": {"kind": "url"},
+    "pytorch_index_url": {"kind": "url"},
+    "torch_domains_index_url": {"kind": "url"},
+    "sparkforge_cuda_repo_url": {"kind": "url"},
+    "cuda_libs_repo_url": {"kind": "url"},
+    "sparkforge_cusparselt_base_url": {"kind": "url"},
+    "cusparselt_base_url": {"kind": "url"},
+    "ml_packages_index_url": {"kind": "url", "empty": True},
+    "ml_packages_extra_index_urls": {"kind": "url"},
+    "sparkforge_bundle_pip_index_url": {"kind": "url", "empty": True},
+    "sparkforge_pytorch_repo_url": {"kind": "git"},
+    "sparkforge_triton_repo_url": {"kind": "git"},
+    "sparkforge_llvm_repo_url": {"kind": "git"},
+    "sparkforge_torchvision_repo_url": {"kind": "git"},
+    "sparkforge_torchaudio_repo_url": {"kind": "git"},
+    "pytorch_repo": {"kind": "git"},
+    "triton_repo": {"kind": "git"},
+    "triton_llvm_repo": {"kind": "git"},
+    "cuda_libs_keyring_sha256": {"kind": "sha256", "empty": True},
+    "cusparselt_sha256": {"kind": "sha256", "empty": True},
+    "pytorch_wheelhouse": {"kind": "path_or_url"},
+    "triton_wheelhouse": {"kind": "path_or_url"},
+    "torch_domains_wheelhouse": {"kind": "path_or_url"},
+    "sparkforge_bundle": {"kind": "path", "empty": True},
+    "sparkforge_bundle_out": {"kind": "path", "empty": True},
+    "sparkforge_fleet_wheelhouse": {"kind": "path"},
+    "cusparselt_download_dir": {"kind": "path", "empty": True},
+    "runtime_env_ptxas_path": {"kind": "path"},
+    "pytorch_jobs": {"kind": "jobs"},
+    "triton_jobs": {"kind": "jobs"},
+    "torch_domains_jobs": {"min": 1, "max": 4096},
+    "sparkforge_probe_timeout": {"min": 1, "max": 600},
+    "preflight_min_ram_gib": {"min": 0, "max": 65536},
+    "preflight_min_ram_gib_source_build": {"min": 0, "max": 65536},
+    "preflight_min_disk_gib": {"min": 0, "max": 1048576},
+    "preflight_min_disk_gib_source_build": {"min": 0, "max": 1048576},
+    "pytorch_build_timeout": {"min": 60},
+    "pytorch_build_poll": {"min": 1},
+    "pytorch_build_poll_max": {"min": 1},
+    "pytorch_acceptance_max_failed": {"min": 0},
+    "triton_build_timeout_s": {"min": 60},
+    "triton_poll_interval_s": {"min": 1},
+    "sparkforge_fleet_generations_keep": {"min": 1, "max": 1000},
+    "sparkforge_rollout_max_failures": {"min": 1},
+    "sparkforge_max_fail_percentage": {"min": 0, "max": 100},
+    "sparkforge_serial": {"kind": "serial"},
+    "verify_timeout": {"min": 1},
+    "verify_gemm_size": {"min": 1, "max": 65536},
+    "verify_bench_scale": {"min": 0.01, "max": 100},
+    "verify_collective_iters": {"min": 1},
+    "cuda_libs_lock_timeout": {"min": 0},
+    "cusparselt_lock_timeout": {"min": 0},
+}
+
+# Variables no role's argument_specs lists (play keywords, controller settings, manifest sources); their
+# types.  The preflight role's _preflight_extra_names lists the same names.
+EXTRA_SPECS = {
+    "sparkforge_serial": {"type": "raw"},
+    "sparkforge_max_fail_percentage": {"type": "int"},
+    "sparkforge_fleet_wheelhouse": {"type": "str"},
+    "sparkforge_fleet_report_dir": {"type": "str"},
+    "sparkforge_reports_dir": {"type": "str"},
+    "sparkforge_fleet_generations_keep": {"type": "int"},
+    "sparkforge_rollout_max_failures": {"type": "int"},
+    "sparkforge_fleet_pip_env": {"type": "dict"},
+    "sparkforge_fleet_pip_extra_args": {"type": "str"},
+    "sparkforge_host_generation_file": {"type": "path"},
+    "sparkforge_torch_index_url": {"type": "str"},
+    "sparkforge_cuda_repo_url": {"type": "str"},
+    "sparkforge_cusparselt_base_url": {"type": "str"},
+    "sparkforge_triton_repo_url": {"type": "str"},
+    "sparkforge_llvm_repo_url": {"type": "str"},
+}
+
+# A type that YAML or -e gives in other clothes: these messages say what to write instead.
+TYPE_WORDS = {"str": "a string", "path": "a path", "list": "a list", "dict": "a mapping", "bool": "true or false",
+              "int": "a whole number", "float": "a number"}
+
+
+class Invalid(Exception):
+    pass
+
+
+def show(value):
+    """What the variable got, as a person would write it."""
+    if isinstance(value, str):
+        return repr(value) if len(value) <= 80 else repr(value[:77] + "...")
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (dict, list)):
+        text = repr(value)
+        return text if len(text) <= 80 else text[:77] + "..."
+    return "%s (%s)" % (value, type(value).__name__)
+
+
+def split_list(value):
+    """A list as given: a list, or a comma-separated string (what ``-e name=a,b`` gives)."""
+    if isinstance(value, (list, tuple)):
+        return list(value)
+    if isinstance(value, str):
+        return [part.strip() for part in value.split(",") if part.strip()]
+    raise Invalid("expected a list (or a comma-separated string), got %s" % show(value))
+
+
+def to_bool(value):
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str) and value.strip().lower() in BOOL_TRUE + BOOL_FALSE:
+        return value.strip().lower() in BOOL_TRUE
+    raise Invalid("expected true or false, got %s" % show(value))
+
+
+def to_number(value, kind, rule):
+    if isinstance(value, bool):
+        raise Invalid("expected %s, got %s" % (TYPE_WORDS[kind], show(value)))
+    number = value
+    if isinstance(value, str):
+        try:
+            number = int(value.strip()) if kind == "int" else float(value.strip())
+        except ValueError:
+            raise Invalid("expected %s, got %s" % (TYPE_WORDS[kind], show(value)))
+    elif kind == "int" and isinstance(value, float):
+        if value != int(value):
+            raise Invalid("expected a whole number, got %s" % show(value))
+        number = int(value)
+    elif not isinstance(value, (int, float)):
+        raise Invalid("expected %s, got %s" % (TYPE_WORDS[kind], show(value)))
+    low, high = rule.get("min"), rule.get("max")
+    if low is not None and number < low or high is not None and number > high:
+        bounds = ("from %s to %s" % (low, high) if high is not None else "at least %s" % low) if low is not None \
+            else "at most %s" % high
+        raise Invalid("%s is out of range (%s)" % (show(value), bounds))
+    return number
+
+
+def check_string(value, kind, rule):
+    """A string of a kind; returns it (stripped of nothing: the value is used as given)."""
+    if kind in ("version", "release", "version_or_int") and isinstance(value, float):
+        raise Invalid("got the number %s: YAML read a version as a number; quote it (\"%s\")" % (value, value))
+    if isinstance(value, int) and not isinstance(value, bool) and kind in ("version_or_int", "int_string", None):
+        value = str(value)
+    if not isinstance(value, str):
+        raise Invalid("expected a string, got %s" % show(value))
+    if value == "" and rule.get("empty"):
+        return value
+    if value in rule.get("also", ()):
+        return value
+    if kind == "path":
+        if not value.startswith("/"):
+            raise Invalid("%s is not an absolute path: give the full path, starting with /" % show(value))
+    elif kind == "path_or_url":
+        if not (value.startswith("/") or URL.match(value)):
+            raise Invalid("%s is neither an absolute path nor an http(s)/file URL" % show(value))
+    elif kind == "url":
+        if not URL.match(value):
+            raise Invalid("%s is not an http://, https:// or file:// URL" % show(value))
+    elif kind == "git":
+        if not (GIT_URL.match(value) or value.startswith("/")):
+            raise Invalid("%s is not a git remote (an https/ssh/git/file URL, user@host:path or an absolute path)"
+                          % show(value))
+    elif kind == "version":
+        if not VERSION.match(value):
+            also = "".join(" or %r" % a for a in rule.get("also", ()))
+            raise Invalid("%s is not a version like 2.11.0%s" % (show(value), also))
+    elif kind == "release":
+        if not RELEASE.match(value):
+            also = "".join(" or %r" % a for a in rule.get("also", ()))
+            raise Invalid("%s is not a release like 2.11.0 (major.minor.patch)%s" % (show(value), also))
+    elif kind == "version_or_int":
+        if not (VERSION.match(value) or value.isdigit()):
+            raise Invalid("%s is not a version like 580 or 580.95" % show(value))
+    elif kind == "int_string":
+        if not value.isdigit():
+            raise Invalid("%s is not a number like 18" % show(value))
+        to_number(int(value), "int", rule)
+    elif kind == "keyring":
+        if not re.match(r"^\d+(\.\d+)*(-\d+)?$", value):
+            raise Invalid("%s is not a cuda-keyring version like 1.1-1" % show(value))
+    elif kind == "sha256":
+        if not SHA256.match(value):
+            raise Invalid("%s is not a sha256 (64 hexadecimal digits)" % show(value))
+    elif kind == "arch_list":
+        archs = [a for a in re.split(r"[;\s,]+", value.strip()) if a]
+        bad = [a for a in archs if not ARCH.match(a)]
+        if bad or not archs:
+            raise Invalid("%s is not a TORCH_CUDA_ARCH_LIST like \"9.0;12.1\" (bad: %s)"
+                          % (show(value), ", ".join(bad) or "empty"))
+    elif kind == "jobs":
+        if value != "auto" and not (value.isdigit() and int(value) >= 1):
+            raise Invalid("%s is neither 'auto' nor a count of at least 1" % show(value))
+    elif kind == "serial":
+        if not (value.isdigit() and int(value) >= 1 or PERCENT.match(value) and 0 < float(value[:-1]) <= 100):
+            raise Invalid("%s is neither a count of at least 1 nor a percentage like 25%%" % show(value))
+    if rule.get("choices") and value not in rule["choices"]:
+        raise Invalid("%s is not one of %s" % (show(value), ", ".join(rule["choices"])))
+    return value
+
+
+def check_one(name, value, spec):
+    """The value of one variable, normalised; raises Invalid with the reason."""
+    spec = dict(spec or {})
+    rule = dict(RULES.get(name, {}))
+    if spec.get("choices") and "choices" not in rule:
+        rule["choices"] = [str(c) for c in spec["choices"]]
+    vtype = spec.get("type", "str")
+    kind = rule.get("kind")
+    if vtype == "path" and kind is None:
+        kind = "path"
+    if kind is None and vtype == "str" and (name.endswith("_url") and not name.endswith("_repo_url")):
+        kind = "url"
+    if vtype == "bool":
+        return to_bool(value)
+    if vtype in ("int", "float"):
+        return to_number(value, vtype, rule)
+    if vtype == "dict":
+        if not isinstance(value, dict):
+            raise Invalid("expected a mapping (name: value, or JSON {...} with -e), got %s" % show(value))
+        return value
+    if vtype == "list":
+        items = split_list(value)
+        elements = spec.get("elements", "str")
+        out = []
+        for item in items:
+            if elements in ("str", "path"):
+                ekind = "path" if elements == "path" else kind
+                erule = dict(rule, empty=False)
+                try:
+                    out.append(check_string(item, ekind, dict(erule, choices=None)))
+                except Invalid as exc:
+                    raise Invalid("element %s" % exc)
+            elif elements == "int":
+                out.append(to_number(item, "int", {}))
+            elif elements == "dict":
+                if not isinstance(item, dict):
+                    raise Invalid("element %s is not a mapping" % show(item))
+                out.append(item)
+            else:
+                out.append(item)
+        choices = rule.get("choices")
+        if choices:
+            unknown = [item for item in out if item not in choices]
+            if unknown:
+                raise Invalid("unknown %s (known: %s)" % (", ".join(repr(u) for u in unknown), ", ".join(choices)))
+        return out
+    if vtype == "raw":
+        if kind in ("jobs", "serial") and isinstance(value, int) and not isinstance(value, bool):
+            if value < 1:
+                raise Invalid("%s is out of range (at least 1)" % show(value))
+            return value
+        if kind is None:
+            return value
+        return check_string(value, kind, rule)
+    return check_string(value, kind, rule)
+
+
+def check(values, specs):
+    """``values``: variable name -> value (None or UNSET: not set, skipped); ``specs``: name -> its argument
+    spec (type, elements, choices).  Returns (normalised values, errors); each error is a dict with
+    ``variable``, ``value`` (as shown) and ``message`` ("<variable>: <reason>")."""
+    merged = dict(EXTRA_SPECS)
+    merged.update(specs or {})
+    normalised = {}
+    errors = []
+    for name in sorted(values):
+        value = values[name]
+        if value is None or value == UNSET:
+            continue
+        try:
+            normalised[name] = check_one(name, value, merged.get(name, {"type": "raw"}))
+        except Invalid as exc:
+            errors.append({"variable": name, "value": show(value), "message": "%s: %s" % (name, exc)})
+    return normalised, errors
+
+
+def specs_from_argument_specs(documents):
+    """Merge the options of every entry point of the given argument_specs documents (parsed YAML)."""
+    out = {}
+    for doc in documents:
+        for entry in ((doc or {}).get("argument_specs") or {}).values():
+            for name, spec in (entry.get("options") or {}).items():
+                out.setdefault(name, spec)
+    return out

@@ -1,0 +1,86 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: sparkforge developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: validate_vars
+short_description: Check every user-set sparkforge variable before anything changes
+version_added: "0.1.0"
+description:
+  - Checks the values of the variables the roles declare in their C(meta/argument_specs.yml) (inventory,
+    group_vars, C(-e)) against their types, choices and the rules of C(module_utils/validate.py) - absolute
+    paths, http(s)/file URLs, git remotes, versions, numbers in range, known components.
+  - A list may be given as a list or as a comma-separated string (what C(-e name=a,b) gives); it is split.
+  - Fails naming every bad variable and what it got; otherwise returns the values normalised.
+  - The C(preflight) role runs it on the controller first, so a bad value stops the run with nothing changed.
+  - Reads only its arguments; changes nothing.
+author:
+  - sparkforge developers (@sparkforge)
+options:
+  variables:
+    description: Variable name to value; a null value or C(__unset__) (not set) is skipped.
+    type: dict
+    required: true
+  specs:
+    description: Variable name to its argument spec (C(type), C(elements), C(choices)), as the roles' argument_specs give them.
+    type: dict
+    default: {}
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+"""
+
+EXAMPLES = r"""
+- name: Check the user's variables
+  sparkforge.stack.validate_vars:
+    variables:
+      sparkforge_venv: "{{ sparkforge_venv }}"
+      sparkforge_components: "{{ sparkforge_components }}"
+    specs:
+      sparkforge_venv: {type: path}
+      sparkforge_components: {type: list, elements: str}
+  delegate_to: localhost
+"""
+
+RETURN = r"""
+values:
+  description: The variables checked, normalised (lists split, booleans and numbers converted).
+  returned: always
+  type: dict
+errors:
+  description: One per bad variable - C(variable), C(value) (what it got) and C(message).
+  returned: always
+  type: list
+  elements: dict
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.sparkforge.stack.plugins.module_utils.validate import check
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            variables=dict(type="dict", required=True),
+            specs=dict(type="dict", default={}),
+        ),
+        supports_check_mode=True,
+    )
+    values, errors = check(module.params["variables"], module.params["specs"])
+    if errors:
+        module.fail_json(msg="%d variable(s) refused, nothing was changed: %s"
+                         % (len(errors), " | ".join(e["message"] for e in errors)), errors=errors, values=values)
+    module.exit_json(changed=False, values=values, errors=[])
+
+
+if __name__ == "__main__":
+    main()

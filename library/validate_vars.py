@@ -1,0 +1,1 @@
+../collections/ansible_collections/sparkforge/stack/plugins/modules/validate_vars.py
