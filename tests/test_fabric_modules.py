@@ -35,3 +35,62 @@ def test_fabric_facts_refuses_an_unknown_interface(tmp_path):
     res, rc = run_module("fabric_facts", {"sysfs_root": sysfs, "proc_root": proc, "addresses": {},
                                           "fabric_interface": "enp9s0"})
     assert rc != 0 and "enp9s0 is not a function" in res["msg"], res
+
+
+def netplan_args(tmp_path, sysfs, **kw):
+    args = {"root": str(tmp_path / "root"), "sysfs_root": sysfs, "interface": "enp1s0f1np1",
+            "twins": ["enP2p1s0f1np1"], "address": "192.168.100.11/24", "mtu": 9000,
+            "keep_interfaces": ["enP7s7"], "generate_command": ["true"], "apply_command": ["true"],
+            "confirm_timeout": 0}
+    args.update(kw)
+    return args
+
+
+def test_fabric_netplan_check_mode_apply_rerun(tmp_path):
+    sysfs, _ = spark(tmp_path)
+    path = tmp_path / "root" / "etc" / "netplan" / "40-sparkforge-fabric.yaml"
+    args = netplan_args(tmp_path, sysfs)
+    preview, rc = run_module("fabric_netplan", args, check_mode=True, diff=True)
+    assert rc == 0 and preview["changed"] and not path.exists(), preview
+    assert "- 192.168.100.11/24" in preview["diff"]["after"]
+    first, rc = run_module("fabric_netplan", args)
+    assert rc == 0 and first["changed"] and not first["armed"], first
+    assert path.read_text() == preview["diff"]["after"] and oct(path.stat().st_mode & 0o777) == "0o600"
+    again, rc = run_module("fabric_netplan", args)
+    assert rc == 0 and not again["changed"], again
+
+
+def test_fabric_netplan_refuses_before_any_change(tmp_path):
+    sysfs, _ = spark(tmp_path)
+    path = tmp_path / "root" / "etc" / "netplan" / "40-sparkforge-fabric.yaml"
+    res, rc = run_module("fabric_netplan", netplan_args(tmp_path, sysfs, interface="enP7s7", twins=[]))
+    assert rc != 0 and "enP7s7 is a management interface" in res["msg"], res
+    res, rc = run_module("fabric_netplan", netplan_args(tmp_path, sysfs, interface="enp7s0f0np0"))
+    assert rc != 0 and "interface enp7s0f0np0 does not exist" in res["msg"], res
+    # A failing apply: reverted, no file left behind.
+    res, rc = run_module("fabric_netplan", netplan_args(tmp_path, sysfs, apply_command=["false"]))
+    assert rc != 0 and res["reverted"] and "was reverted" in res["msg"], res
+    assert not path.exists()
+
+
+def test_fabric_netplan_confirm(tmp_path):
+    sysfs, _ = spark(tmp_path)
+    path = tmp_path / "root" / "etc" / "netplan" / "40-sparkforge-fabric.yaml"
+    res, rc = run_module("fabric_netplan", netplan_args(tmp_path, sysfs, confirm_timeout=5))
+    assert rc == 0 and res["armed"], res
+    done, rc = run_module("fabric_netplan", {"state": "confirmed", "root": str(tmp_path / "root")})
+    assert rc == 0 and done["changed"], done
+    again, rc = run_module("fabric_netplan", {"state": "confirmed", "root": str(tmp_path / "root")})
+    assert rc == 0 and not again["changed"] and path.exists()
+
+
+def test_fabric_plan_refuses_duplicates(tmp_path):
+    sysfs, proc = spark(tmp_path)
+    facts, _ = run_module("fabric_facts", {"sysfs_root": sysfs, "proc_root": proc, "addresses": {}})
+    hosts = {"a": {"interface": "enp1s0f1np1", "address": "192.168.100.11", "fabric": facts["fabric"]},
+             "b": {"interface": "enp1s0f1np1", "address": "192.168.100.12", "fabric": facts["fabric"]}}
+    ok, rc = run_module("fabric_plan", {"hosts": hosts, "subnet": "192.168.100.0/24", "order": ["a", "b"]})
+    assert rc == 0 and ok["hostfile"] == "192.168.100.11 slots=1\n192.168.100.12 slots=1\n", ok
+    hosts["b"]["address"] = "192.168.100.11"
+    bad, rc = run_module("fabric_plan", {"hosts": hosts, "subnet": "192.168.100.0/24"})
+    assert rc != 0 and "b: address 192.168.100.11 is already a's" in bad["msg"], bad

@@ -22,9 +22,11 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import ipaddress
+import fcntl
 import os
 import re
+import socket
+import struct
 
 UP_STATES = ("up",)
 ACTIVE = "ACTIVE"
@@ -188,6 +190,21 @@ def default_route_interfaces(proc_root="/proc"):
                 and cols[0] not in out:
             out.append(cols[0])
     return out
+
+
+SIOCGIFADDR = 0x8915
+
+
+def ipv4_of(name):
+    """The interface's IPv4 address from the kernel (SIOCGIFADDR), or None."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        packed = fcntl.ioctl(sock.fileno(), SIOCGIFADDR, struct.pack("256s", name[:15].encode()))
+        return socket.inet_ntoa(packed[20:24])
+    except (IOError, OSError):
+        return None
+    finally:
+        sock.close()
 
 
 # ------------------------------------------------------------------------------------------ deciding

@@ -97,27 +97,9 @@ notes:
   elements: str
 """
 
-import fcntl
-import socket
-import struct
-
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.sparkforge.stack.plugins.module_utils import fabric
-
-SIOCGIFADDR = 0x8915
-
-
-def ipv4_of(name):
-    """The interface's IPv4 address from the kernel, or None."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    try:
-        packed = fcntl.ioctl(sock.fileno(), SIOCGIFADDR, struct.pack("256s", name[:15].encode()))
-        return socket.inet_ntoa(packed[20:24])
-    except (IOError, OSError):
-        return None
-    finally:
-        sock.close()
 
 
 def main():
@@ -137,7 +119,7 @@ def main():
     if addresses is None:
         addresses = {}
         for name in fabric.read_netdevs(p["sysfs_root"]):
-            ip = ipv4_of(name)
+            ip = fabric.ipv4_of(name)
             if ip:
                 addresses[name] = [ip]
     facts = fabric.gather(p["sysfs_root"], p["proc_root"], p["connection_address"], addresses, p["protect"])

@@ -1,0 +1,131 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: sparkforge contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: fabric_plan
+short_description: Check a cluster's fabric addressing against every host's fabric, before any change
+version_added: "0.5.0"
+description:
+  - On the controller, once for the cluster. Takes each host's fabric interface, address and MTU from the inventory
+    and its fabric as M(sparkforge.stack.fabric_facts) read it, and refuses - naming the host - duplicate addresses,
+    addresses outside the cluster subnet, an interface that does not exist, the management interface named as fabric,
+    and a fabric port without a link (saying which port the cable has to move to).
+  - Decides each host's part (address, twins, MTU - 9000 only where every host agrees) for
+    M(sparkforge.stack.fabric_netplan), and the MPI hostfile and C(torchrun) lines for the cluster.
+  - Reads only; nothing is changed anywhere.
+author:
+  - sparkforge developers (@sparkforge)
+options:
+  hosts:
+    description:
+      - Host name to C(interface), C(address) (static mode), C(mtu) and C(fabric) (the C(fabric) return of
+        M(sparkforge.stack.fabric_facts)), in rank order.
+    type: dict
+    required: true
+  order:
+    description: The hosts in rank order (the first holds the rendezvous); default the sorted names.
+    type: list
+    elements: str
+  mode:
+    description: C(static) addresses from O(subnet), or IPv4 C(link-local) ones.
+    type: str
+    choices: [static, link-local]
+    default: static
+  subnet:
+    description: The cluster subnet for C(static) (C(192.168.100.0/24)).
+    type: str
+  mtu:
+    description: The MTU a host gets unless it asks for another; the cluster uses the smallest asked for.
+    type: int
+    default: 9000
+  slots:
+    description: MPI slots (GPUs) per host in the hostfile.
+    type: int
+    default: 1
+attributes:
+  check_mode:
+    support: full
+    description: Reads only; the same in check mode.
+  diff_mode:
+    support: none
+    description: Changes nothing.
+"""
+
+EXAMPLES = r"""
+- name: Check the cluster's addressing
+  sparkforge.stack.fabric_plan:
+    hosts: "{{ dict(ansible_play_hosts | zip(ansible_play_hosts | map('extract', hostvars, '_fabric_host'))) }}"
+    subnet: 192.168.100.0/24
+  run_once: true
+  delegate_to: localhost
+"""
+
+RETURN = r"""
+hosts:
+  description: Per host - interface, twins, address (CIDR, null for link-local), link_local, mtu, hcas.
+  returned: always
+  type: dict
+mtu:
+  description: The cluster's MTU.
+  returned: always
+  type: int
+notes:
+  description: What is not an error but matters (degraded ports, MTU disagreements, NICs without RDMA).
+  returned: always
+  type: list
+  elements: str
+errors:
+  description: Every problem, by host (the task fails when there is one).
+  returned: always
+  type: list
+  elements: str
+hostfile:
+  description: An Open MPI hostfile over the fabric addresses (static mode).
+  returned: always
+  type: str
+torchrun:
+  description: One torchrun line per host, rendezvous on the first host's fabric address (static mode).
+  returned: always
+  type: list
+  elements: str
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.sparkforge.stack.plugins.module_utils import fabric_addr
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            hosts=dict(type="dict", required=True),
+            order=dict(type="list", elements="str"),
+            mode=dict(type="str", choices=["static", "link-local"], default="static"),
+            subnet=dict(type="str"),
+            mtu=dict(type="int", default=9000),
+            slots=dict(type="int", default=1),
+        ),
+        supports_check_mode=True,
+    )
+    p = module.params
+    result = fabric_addr.plan(p["hosts"], p["mode"], p["subnet"], p["mtu"])
+    order = [h for h in (p["order"] or sorted(p["hosts"])) if h in result["hosts"]]
+    addresses = [result["hosts"][h]["address"].split("/")[0] for h in order if result["hosts"][h]["address"]]
+    complete = len(addresses) == len(order) and order
+    result["hostfile"] = fabric_addr.hostfile(addresses, p["slots"]) if complete else ""
+    result["torchrun"] = fabric_addr.torchrun_example(addresses, {}, nproc=p["slots"]) if complete else []
+    if result["errors"]:
+        module.fail_json(msg="the cluster's fabric cannot be configured, nothing changed: %s"
+                         % "; ".join(result["errors"]), changed=False, **result)
+    module.exit_json(changed=False, **result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+../collections/ansible_collections/sparkforge/stack/plugins/modules/fabric_netplan.py
