@@ -3,6 +3,7 @@ and a temporary root: seconds in all, no containers."""
 
 import importlib.util
 import os
+import sys
 
 from helpers import run_module
 
@@ -94,3 +95,39 @@ def test_fabric_plan_refuses_duplicates(tmp_path):
     hosts["b"]["address"] = "192.168.100.11"
     bad, rc = run_module("fabric_plan", {"hosts": hosts, "subnet": "192.168.100.0/24"})
     assert rc != 0 and "b: address 192.168.100.11 is already a's" in bad["msg"], bad
+
+
+def test_runtime_env_adds_the_fabric_variables_only_on_a_cluster(tmp_path):
+    """runtime_env in check mode on two local hosts: one with sparkforge_fabric_env, one without."""
+    import json
+    import subprocess
+    from helpers import REPO
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(
+        "all:\n  hosts:\n"
+        "    fabric-host:\n      ansible_connection: local\n"
+        "      sparkforge_fabric_env: {NCCL_SOCKET_IFNAME: '=enp1s0f1np1', NCCL_IB_HCA: '=rocep1s0f1:1,roceP2p1s0f1:1',"
+        " NCCL_IB_DISABLE: '0'}\n"
+        "    plain-host:\n      ansible_connection: local\n")
+    play = tmp_path / "play.yml"
+    play.write_text(
+        "- hosts: all\n  gather_facts: false\n  roles:\n    - role: sparkforge.stack.runtime_env\n"
+        "      vars:\n        runtime_env_sm_archs: [sm_90]\n        runtime_env_venv_hook: false\n"
+        "        runtime_env_profile_path: %s/{{ inventory_hostname }}.sh\n" % tmp_path)
+    env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="json", ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"),
+               ANSIBLE_PYTHON_INTERPRETER=sys.executable)
+    proc = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", str(inventory),
+                           str(play), "--check"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          universal_newlines=True, env=env, cwd=REPO, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    out = json.loads(proc.stdout)
+    facts = {}
+    for play_out in out["plays"]:
+        for task in play_out["tasks"]:
+            for host, res in task["hosts"].items():
+                if "sparkforge_runtime_env_vars" in res.get("ansible_facts", {}):
+                    facts[host] = res["ansible_facts"]["sparkforge_runtime_env_vars"]
+    assert facts["fabric-host"]["NCCL_IB_HCA"] == "=rocep1s0f1:1,roceP2p1s0f1:1"
+    assert facts["fabric-host"]["NCCL_IB_DISABLE"] == "0"
+    assert not [k for k in facts["plain-host"] if k.startswith(("NCCL_", "GLOO_"))]
+    assert facts["plain-host"]["CUDA_MODULE_LOADING"] == facts["fabric-host"]["CUDA_MODULE_LOADING"]
