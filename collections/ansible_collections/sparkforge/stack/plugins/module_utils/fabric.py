@@ -384,3 +384,57 @@ def gather(root="/sys", proc_root="/proc", connection_address=None, addresses=No
             "cabled_ports": [p["name"] for p in cabled], "management": mgmt,
             "management_speed_gbps": max([netdevs[m]["speed_mbps"] / 1000.0 for m in mgmt
                                           if netdevs.get(m, {}).get("speed_mbps")] or [0]) or None}
+
+
+# ------------------------------------------------------------------------------------------ diagnosis
+
+_NET_LINE = re.compile(r"NCCL INFO (NET/(?:IB|Socket) ?: .*|Using network \S+|NET/IB : No device found\.?)")
+_DEV = re.compile(r"\[\d+\]([^\s\[;]+)")
+
+
+def nccl_net_lines(text):
+    """NCCL's own lines (NCCL_DEBUG=INFO) that say which network transport it loaded and used."""
+    return [m.group(1).strip() for m in (_NET_LINE.search(line) for line in (text or "").splitlines()) if m]
+
+
+def nccl_transport(lines):
+    """{"transport": "IB" | "Socket" | None, "devices": [...IB/RoCE devices...], "sockets": [...]} from
+    nccl_net_lines(): "Using network X" when NCCL printed it, else what the NET/ lines offered."""
+    used, ib, sock = None, [], []
+    for line in lines:
+        if line.startswith("Using network "):
+            used = line.split()[-1]
+        elif line.startswith("NET/IB") and "Using" in line:
+            for dev in _DEV.findall(line.split(";")[0]):
+                if dev not in ib:
+                    ib.append(dev)
+        elif line.startswith("NET/Socket") and "Using" in line:
+            for dev in _DEV.findall(line):
+                if dev.split(":")[0] not in sock:
+                    sock.append(dev.split(":")[0])
+    if used is None:
+        used = "IB" if ib else "Socket" if sock else None
+    return {"transport": used, "devices": ib, "sockets": sock}
+
+
+def diagnose(gbs, lines=None, link_gbps=None, per_function_gbps=None, functions=None, management_gbps=None):
+    """Why a host pair is slow, from NCCL's own lines and the measured bandwidth (GB/s) against the
+    port (Gb/s): sockets instead of RoCE/InfiniBand, one function of a twin port, management-port speed.
+    Returns a list of sentences (empty when nothing explains it)."""
+    out = []
+    measured = gbs * 8.0
+    net = nccl_transport(lines or [])
+    if net["transport"] == "Socket":
+        out.append("NCCL used sockets, not RoCE/InfiniBand (NET/Socket on %s): check NCCL_IB_HCA and "
+                   "NCCL_IB_DISABLE" % (", ".join(net["sockets"]) or "?"))
+    elif net["transport"] == "IB" and functions and len(net["devices"]) < functions:
+        out.append("NCCL used %s only - %d of the port's %d functions, about %s Gb/s: NCCL_IB_HCA must name every "
+                   "twin" % (", ".join(net["devices"]) or "one device", len(net["devices"]), functions,
+                             per_function_gbps or "?"))
+    if management_gbps and measured <= management_gbps * 1.1:
+        out.append("%.1f Gb/s is management-port speed (%g Gb/s): the traffic may have gone over the management "
+                   "network; check NCCL_SOCKET_IFNAME" % (measured, management_gbps))
+    elif per_function_gbps and link_gbps and per_function_gbps < link_gbps and measured <= per_function_gbps * 1.05:
+        out.append("%.1f Gb/s is at most one function's speed (%g of the port's %g Gb/s)" % (
+            measured, per_function_gbps, link_gbps))
+    return out

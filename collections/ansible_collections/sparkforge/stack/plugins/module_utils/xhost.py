@@ -21,6 +21,8 @@ import os
 import re
 import subprocess
 
+from ansible_collections.sparkforge.stack.plugins.module_utils import fabric
+
 # Runs on every host with the stack's python. argv[1] is the JSON config; the last stdout line
 # is the JSON result.
 SCRIPT = r'''
@@ -151,7 +153,10 @@ def run_script(python, config, timeout, env=None):
         tail = proc.stderr.strip().splitlines()[-5:]
         return {"status": "error", "reason": "the check ended (exit %s) without a result: %s"
                 % (proc.returncode, " | ".join(tail) or "no output")}, proc.stderr[-2000:]
-    return json.loads(lines[-1]), proc.stderr[-2000:]
+    result = json.loads(lines[-1])
+    # NCCL_DEBUG=INFO: NCCL's own word on the transport it used (NET/IB or NET/Socket).
+    result["nccl_net"] = fabric.nccl_net_lines(proc.stdout + "\n" + proc.stderr)
+    return result, proc.stderr[-2000:]
 
 
 def parse_rate(text):
@@ -252,7 +257,21 @@ def render_markdown(summary):
             if s["pct_of_link"] is not None else "")]
     if summary.get("failed_hosts"):
         lines += ["", "Failed: %s." % ", ".join(summary["failed_hosts"])]
+        for h in summary["failed_hosts"]:
+            for why in summary["per_host"].get(h, {}).get("diagnosis") or []:
+                lines.append("- %s: %s" % (h, why))
     return "\n".join(lines) + "\n"
+
+
+def diagnose_host(host, result, pairs):
+    """Why a slow host's best pair is slow: NCCL's NET lines (NCCL_DEBUG=INFO) and its fabric's figures
+    (per_function_gbps, functions, management_gbps from fabric_facts, when the run was given them)."""
+    mine = [p for p in pairs if host in (p["a"], p["b"])]
+    if not mine:
+        return []
+    best = max(mine, key=lambda p: p["gbs"])
+    return fabric.diagnose(best["gbs"], result.get("nccl_net") or [], best.get("link_gbps"),
+                           result.get("per_function_gbps"), result.get("functions"), result.get("management_gbps"))
 
 
 def summarize(results, hosts, speeds, min_fraction, min_gbs=None):
@@ -282,6 +301,10 @@ def summarize(results, hosts, speeds, min_fraction, min_gbs=None):
             per_host[h]["status"] = "slow link"
             per_host[h]["reason"] = "; ".join(sorted(set(p["why"] or "result not exact" for p in judged["pairs"]
                                                          if h in (p["a"], p["b"]))))
+            diagnosis = diagnose_host(h, results.get(h) or {}, judged["pairs"])
+            if diagnosis:
+                per_host[h]["diagnosis"] = diagnosis
+                per_host[h]["reason"] += "; " + "; ".join(diagnosis)
         failed += judged["failed_hosts"]
         if bad_checks:
             failed += [h for h in hosts if h not in failed]

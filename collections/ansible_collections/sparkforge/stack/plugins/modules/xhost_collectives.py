@@ -84,8 +84,19 @@ options:
     description: Seconds one collective may take before torch.distributed gives up.
     type: int
     default: 300
+  per_function_gbps:
+    description: The fabric port's speed per PCI function (M(sparkforge.stack.fabric_facts)); with O(functions) and
+      O(management_gbps) it lets the summary say why a slow pair is slow (one function, management-port speed).
+    type: float
+  functions:
+    description: How many PCI functions the fabric port has (2 on a DGX Spark's QSFP port).
+    type: int
+  management_gbps:
+    description: The management interface's speed in Gb/s.
+    type: float
   env:
-    description: Extra environment for this host's process (for example C(CUDA_VISIBLE_DEVICES)).
+    description: Extra environment for this host's process (for example C(CUDA_VISIBLE_DEVICES)). With
+      C(NCCL_DEBUG=INFO) NCCL's own lines say whether it used NET/IB or NET/Socket, and the summary reads them.
     type: dict
     default: {}
   results:
@@ -148,9 +159,14 @@ link_gbps:
   description: This host's link speed in Gb/s (null when unknown).
   returned: mode run
   type: float
+nccl_net:
+  description: For C(run) - NCCL's lines naming the network it loaded and used (with C(NCCL_DEBUG=INFO)).
+  returned: mode run
+  type: list
+  elements: str
 summary:
-  description: For C(summarize) - hosts, per_host (status, reason, link), missing, failed_hosts, judged (pairs,
-    slowest), passed.
+  description: For C(summarize) - hosts, per_host (status, reason, link, diagnosis of a slow host), missing,
+    failed_hosts, judged (pairs, slowest), passed.
   returned: mode summarize
   type: dict
 failed_hosts:
@@ -193,7 +209,9 @@ def run(module, p):
         env.setdefault("GLOO_SOCKET_IFNAME", p["ifname"])
     if p["hca"]:
         env.setdefault("NCCL_IB_HCA", p["hca"])
-    base = dict(changed=False, rank=rank, link_gbps=speed, link_source=source)
+    base = dict(changed=False, rank=rank, link_gbps=speed, link_source=source,
+                per_function_gbps=p["per_function_gbps"], functions=p["functions"],
+                management_gbps=p["management_gbps"])
     if module.check_mode:
         module.exit_json(status="skipped", reason="check mode: no collectives run", **base)
     config = {"rank": rank, "hosts": p["hosts"], "master_addr": p["master_addr"], "master_port": p["master_port"],
@@ -254,6 +272,9 @@ def main():
             iters=dict(type="int", default=10),
             join_timeout=dict(type="int", default=120),
             op_timeout=dict(type="int", default=300),
+            per_function_gbps=dict(type="float"),
+            functions=dict(type="int"),
+            management_gbps=dict(type="float"),
             env=dict(type="dict", default={}),
             results=dict(type="dict"),
             min_link_fraction=dict(type="float", default=0.5),

@@ -128,3 +128,49 @@ def test_parsers():
     assert fabric.pcie_gbps("16.0 GT/s PCIe", "16") == 252.1
     assert fabric.pcie_gbps("5.0 GT/s", "1") == 4.0
     assert fabric.pcie_gbps(None, "4") is None
+
+
+SOCKET_LOG = """spark-1:1234:1234 [0] NCCL INFO Bootstrap : Using enP7s7:192.168.1.20<0>
+spark-1:1234:1250 [0] NCCL INFO NET/IB : No device found.
+spark-1:1234:1250 [0] NCCL INFO NET/Socket : Using [0]enP7s7:192.168.1.20<0>
+spark-1:1234:1250 [0] NCCL INFO Using network Socket
+"""
+IB_ONE_LOG = """spark-1:1234:1250 [0] NCCL INFO NET/IB : Using [0]rocep1s0f1:1/RoCE [RO]; OOB enp1s0f1np1:192.168.100.11<0>
+spark-1:1234:1250 [0] NCCL INFO Using network IB
+"""
+IB_BOTH_LOG = ("spark-1:1:2 [0] NCCL INFO NET/IB : Using [0]rocep1s0f1:1/RoCE [1]roceP2p1s0f1:1/RoCE [RO]; "
+               "OOB enp1s0f1np1:192.168.100.11<0>\nspark-1:1:2 [0] NCCL INFO Using network IB\n")
+
+
+def test_nccl_lines_say_the_transport():
+    assert fabric.nccl_transport(fabric.nccl_net_lines(SOCKET_LOG)) == \
+        {"transport": "Socket", "devices": [], "sockets": ["enP7s7"]}
+    assert fabric.nccl_transport(fabric.nccl_net_lines(IB_BOTH_LOG)) == \
+        {"transport": "IB", "devices": ["rocep1s0f1:1/RoCE", "roceP2p1s0f1:1/RoCE"], "sockets": []}
+    # Older NCCL prints no "Using network": the NET/IB line decides.
+    assert fabric.nccl_transport(fabric.nccl_net_lines(IB_ONE_LOG.splitlines()[0]))["transport"] == "IB"
+
+
+def test_diagnose_slow_pairs():
+    lines = fabric.nccl_net_lines(SOCKET_LOG)
+    why = fabric.diagnose(1.1, lines, 200.0, 100.0, 2, 10.0)
+    assert why[0].startswith("NCCL used sockets, not RoCE/InfiniBand (NET/Socket on enP7s7)")
+    assert "management-port speed (10 Gb/s)" in why[1]
+    why = fabric.diagnose(11.5, fabric.nccl_net_lines(IB_ONE_LOG), 200.0, 100.0, 2, 10.0)
+    assert why[0].startswith("NCCL used rocep1s0f1:1/RoCE only - 1 of the port's 2 functions")
+    assert "one function's speed (100 of the port's 200 Gb/s)" in why[1]
+    assert fabric.diagnose(23.0, fabric.nccl_net_lines(IB_BOTH_LOG), 200.0, 100.0, 2, 10.0) == []
+
+
+def test_xhost_summary_says_why_a_pair_is_slow():
+    from ansible_collections.sparkforge.stack.plugins.module_utils import xhost
+    lines = fabric.nccl_net_lines(SOCKET_LOG)
+    pair = {"a": "s1", "b": "s2", "bytes": 1 << 28, "gbs": 1.1, "seconds": 1.0, "exact": True}
+    fab = {"per_function_gbps": 100.0, "functions": 2, "management_gbps": 10.0, "nccl_net": lines}
+    results = {"s1": dict(fab, status="ok", backend="nccl", checks=[], pairs=[pair]),
+               "s2": dict(fab, status="ok", backend="nccl")}
+    summary = xhost.summarize(results, ["s1", "s2"], {"s1": 200.0, "s2": 200.0}, 0.5)
+    assert summary["failed_hosts"] == ["s1", "s2"]
+    assert "NCCL used sockets, not RoCE/InfiniBand" in summary["per_host"]["s1"]["reason"]
+    assert summary["per_host"]["s2"]["diagnosis"][1].startswith("8.8 Gb/s is management-port speed")
+    assert "- s1: NCCL used sockets" in xhost.render_markdown(summary)
