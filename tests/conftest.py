@@ -1,8 +1,64 @@
 import os
 import sys
+import time
+import uuid
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 # tests/fixtures holds stand-in source trees, some with their own test suites (the PyTorch
 # fixture's test/ for the acceptance tests): data for the tests here, not tests to collect.
 collect_ignore = ["fixtures"]
+
+# Every process the suite starts inherits this marker (subprocess, ansible-runner, ansible-playbook and
+# its workers, the modules they run on this machine); at the end no ansible-playbook may carry it.
+SESSION_VAR = "SPARKFORGE_TEST_SESSION"
+os.environ.setdefault(SESSION_VAR, uuid.uuid4().hex)
+
+
+def suite_playbooks(session=None):
+    """(pid, command line) of the live ansible-playbook processes started by this test session."""
+    needle = ("%s=%s" % (SESSION_VAR, session or os.environ[SESSION_VAR])).encode()
+    found = []
+    for name in os.listdir("/proc") if os.path.isdir("/proc") else []:
+        if not name.isdigit() or int(name) == os.getpid():
+            continue
+        try:
+            with open("/proc/%s/cmdline" % name, "rb") as handle:
+                cmdline = handle.read().replace(b"\0", b" ").decode("utf-8", "replace").strip()
+            if "ansible-playbook" not in cmdline:
+                continue
+            with open("/proc/%s/stat" % name) as handle:
+                if handle.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    continue
+            with open("/proc/%s/environ" % name, "rb") as handle:
+                if needle not in handle.read().split(b"\0"):
+                    continue
+        except OSError:
+            continue
+        found.append((int(name), cmdline))
+    return found
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Fail the run when an ansible-playbook started by the suite outlives it (then end it)."""
+    deadline = time.monotonic() + 15  # a run that was just ended may take a moment to go
+    left = suite_playbooks()
+    while left and time.monotonic() < deadline:
+        time.sleep(0.5)
+        left = suite_playbooks()
+    if not left:
+        return
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    lines = ["%d ansible-playbook process(es) started by the tests are still alive:" % len(left)]
+    lines += ["  pid %d: %s" % (pid, cmd[:300]) for pid, cmd in left]
+    if reporter is not None:
+        reporter.write_line("\n".join(lines), red=True)
+    else:
+        sys.stderr.write("\n".join(lines) + "\n")
+    import signal
+    for pid, _ in left:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    session.exitstatus = 1

@@ -271,6 +271,24 @@ def test_limit_matching_no_host_is_a_usage_error():
     assert any("no-such-host" in w for w in result.warnings)
 
 
+def _ansible_processes():
+    """(pid, run id) of the processes on this machine whose command line names ansible-playbook or a
+    module of a run, with the run id of their sparkforge token."""
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open("/proc/%s/environ" % name, "rb") as handle:
+                env = dict(line.split(b"=", 1) for line in handle.read().split(b"\0") if b"=" in line)
+        except OSError:
+            continue
+        token = env.get(api.RUN_TOKEN_VAR.encode())
+        if token and int(name) != os.getpid():
+            found.append((int(name), token.decode().rsplit("-", 2)[0]))
+    return found
+
+
 def test_stream_cancel_stops_the_run(tmp_path):
     # A build of 200 polls (minutes): only a working cancel ends this test quickly.
     run = api.stream(api.provision, INVENTORY, playbook=SITE, limit="builder", tags=["install"],
@@ -287,3 +305,16 @@ def test_stream_cancel_stops_the_run(tmp_path):
     assert seen[-1].kind != "stats"  # no recap: the playbook did not get to its end
     assert [e.percent for e in seen if e.kind == "build"][-1] < 50.0
     assert time.monotonic() - started < 60
+    # Nothing of the run is left: not ansible-playbook, not its worker (in a session of its own), not the
+    # module it was running.
+    leftover = [p for p in _ansible_processes() if p[1] == run.result.run_id]
+    assert leftover == [], "processes of the canceled run are still alive: %s" % leftover
+
+
+def test_timeout_ends_every_process_of_the_run(tmp_path):
+    run = api.stream(api.provision, INVENTORY, playbook=SITE, limit="builder", tags=["install"],
+                     extravars=dict(_vars(tmp_path), fixture_build_steps=200), timeout=4)
+    list(run)
+    assert run.result.status == "timeout", run.result.status
+    leftover = [p for p in _ansible_processes() if p[1] == run.result.run_id]
+    assert leftover == [], leftover

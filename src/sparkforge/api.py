@@ -656,6 +656,89 @@ def _playbook_error(lines, stdout_text):
     return "; ".join(found) if found else None
 
 
+# ----------------------------------------------------------------------- processes of a run
+
+# Every run's processes carry this variable in their environment, with a value of its own: ansible-runner
+# kills ansible-playbook's process group on cancel and timeout, but Ansible's worker processes leave that
+# group (os.setsid) and async tasks daemonize, so they would run on (a canceled build, for hours). The
+# token finds them all, on this machine, even after they were reparented.
+RUN_TOKEN_VAR = "SPARKFORGE_RUN_TOKEN"
+_ACTIVE_TOKENS = set()
+_ACTIVE_LOCK = threading.Lock()
+
+
+def run_processes(token):
+    """Pids of the processes on this machine whose environment carries RUN_TOKEN_VAR=token (this
+    process excluded; zombies too: they hold nothing)."""
+    needle = ("%s=%s" % (RUN_TOKEN_VAR, token)).encode()
+    found = []
+    try:
+        names = os.listdir("/proc")
+    except OSError:  # no /proc: only ansible-runner's own kill of the process group applies
+        return found
+    me = os.getpid()
+    for name in names:
+        if not name.isdigit() or int(name) == me:
+            continue
+        try:
+            with open("/proc/%s/environ" % name, "rb") as handle:
+                if needle not in handle.read().split(b"\0"):
+                    continue
+            with open("/proc/%s/stat" % name) as handle:
+                if handle.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    continue
+        except OSError:
+            continue
+        found.append(int(name))
+    return found
+
+
+def end_run_processes(token, grace=5.0):
+    """End every process of the run ``token``: SIGTERM to each one's process group (its own pid when it
+    shares ours), SIGKILL to what is left after ``grace`` seconds.  Returns the pids that were alive."""
+    import signal
+
+    pids = run_processes(token)
+    if not pids:
+        return []
+    own_group = os.getpgrp()
+
+    def send(sig, pid):
+        try:
+            group = os.getpgid(pid)
+            if group != own_group:
+                os.killpg(group, sig)
+            else:
+                os.kill(pid, sig)
+        except OSError:
+            pass
+
+    for pid in pids:
+        send(signal.SIGTERM, pid)
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline and run_processes(token):
+        time.sleep(0.1)
+    for pid in run_processes(token):
+        send(signal.SIGKILL, pid)
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline and run_processes(token):
+        time.sleep(0.1)
+    return pids
+
+
+def _end_active_runs():
+    """At interpreter exit: end the processes of runs still in flight (a stream nobody finished)."""
+    with _ACTIVE_LOCK:
+        tokens = list(_ACTIVE_TOKENS)
+    for token in tokens:
+        end_run_processes(token, grace=2.0)
+
+
+import atexit  # noqa: E402  (next to the registry it serves)
+
+atexit.register(_end_active_runs)
+
+
 def run_playbook(action, inventory, playbook=None, limit=None, extravars=None, check=False, diff=False,
                  tags=None, skip_tags=None, on_event=None, project_dir=None, verbosity=0, timeout=None,
                  forks=None, keep_artifacts=False, artifacts_dir=None, envvars=None, cancel_callback=None,
@@ -709,6 +792,8 @@ def run_playbook(action, inventory, playbook=None, limit=None, extravars=None, c
             env["PATH"] = bindir + os.pathsep + os.environ.get("PATH", "")
         if envvars:
             env.update({str(k): str(v) for k, v in envvars.items()})
+        token = "%s-%d-%s" % (run_id, os.getpid(), base64.b32encode(os.urandom(5)).decode().lower())
+        env[RUN_TOKEN_VAR] = token
         if not os.path.isfile(env["ANSIBLE_CONFIG"]):
             # No ansible.cfg (an installed package run elsewhere): still find the collection.
             del env["ANSIBLE_CONFIG"]
@@ -757,11 +842,21 @@ def run_playbook(action, inventory, playbook=None, limit=None, extravars=None, c
 
         import ansible_runner  # imported late: `sparkforge report` works without it
 
+        with _ACTIVE_LOCK:
+            _ACTIVE_TOKENS.add(token)
         try:
-            runner = ansible_runner.run(**kwargs)
-        except Exception as exc:  # ansible-runner refused to start
-            return _error_result(action, "ansible-runner failed to start: %s" % exc, kind="runner",
-                                 duration_s=round(time.monotonic() - started, 2), **common)
+            try:
+                runner = ansible_runner.run(**kwargs)
+            except Exception as exc:  # ansible-runner refused to start, or a callback raised
+                end_run_processes(token)
+                return _error_result(action, "ansible-runner failed to start: %s" % exc, kind="runner",
+                                     duration_s=round(time.monotonic() - started, 2), **common)
+            if runner.status in ("canceled", "timeout"):
+                # ansible-runner killed ansible-playbook's group; its workers and async jobs are not in it.
+                end_run_processes(token)
+        finally:
+            with _ACTIVE_LOCK:
+                _ACTIVE_TOKENS.discard(token)
         hosts = collector.finish()
         stdout_text = ""
         try:
