@@ -33,8 +33,10 @@ options:
     default: {}
 attributes:
   check_mode:
+    description: Runs the same in check mode (it only reads its arguments).
     support: full
   diff_mode:
+    description: Returns no diff.
     support: none
 """
 
