@@ -178,3 +178,12 @@ def test_cluster_playbook_fabric_part_on_two_stand_in_sparks(tmp_path):
     proc = play(second="192.168.100.11")
     assert proc.returncode != 0 and "s2: address 192.168.100.11 is already s1's" in proc.stdout, proc.stdout[-3000:]
     assert dropin.read_text() == before
+
+
+def test_cli_cluster_command(tmp_path):
+    import io
+    from sparkforge import cli
+    out, err = io.StringIO(), io.StringIO()
+    assert cli.main(["cluster", "--help"], stdout=out, stderr=err) == 0
+    rc = cli.main(["cluster", "--check", "-q", "-i", str(tmp_path / "missing.yml")], stdout=out, stderr=err)
+    assert rc == 4, out.getvalue() + err.getvalue()

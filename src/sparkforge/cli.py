@@ -1,4 +1,4 @@
-"""``sparkforge plan|provision|verify|status|rollback|bundle|report|versions``: the command line over sparkforge.api.
+"""``sparkforge plan|provision|verify|status|rollback|bundle|cluster|report|versions``: the command line over sparkforge.api.
 
 Exit codes (scripts can rely on them):
 
@@ -276,6 +276,17 @@ def build_parser():
                     "them).")
     run_options(bun, False)
     bun.add_argument("--out", required=True, metavar="DIR", help="the bundle directory (created)")
+    clu = sub.add_parser(
+        "cluster", help="link the hosts of a cluster: fabric addressing, SSH, NCCL variables, cross-host check",
+        description="Run playbooks/cluster.yml: read each host's fabric NICs from sysfs, check the cluster's addressing "
+                    "(refused before any change: duplicate addresses, a missing interface, the management interface "
+                    "as fabric, a port without link), apply the netplan drop-in with revert unless the connection "
+                    "survives, set up passwordless SSH with the cluster's key and the hosts' own host keys, write the "
+                    "fabric's NCCL/gloo variables, and run the cross-host check over the fabric. --check changes "
+                    "nothing.")
+    run_options(clu, False)
+    clu.add_argument("-C", "--check", action="store_true", help="check mode: report, change nothing")
+    clu.add_argument("-g", "--group", help="the inventory group of the cluster (default all)")
     versions.add_parser(sub)
     rep = sub.add_parser("report", help="show reports/<run>/ (the newest run by default)")
     rep.add_argument("--run", help="run id (a directory name under reports/)")
@@ -338,6 +349,11 @@ def main(argv=None, stdout=None, stderr=None):
             result = api.verify(inventory, **kwargs)
         elif args.command == "bundle":
             result = api.bundle(inventory, out=args.out, **kwargs)
+        elif args.command == "cluster":
+            if args.group:
+                kwargs["extravars"] = list(kwargs["extravars"]) + ["cluster_group=%s" % args.group]
+            kwargs["playbook"] = kwargs["playbook"] or os.path.join("playbooks", "cluster.yml")
+            result = api.run_playbook("cluster", inventory, check=args.check, **kwargs)
         else:
             result = api.provision(inventory, check=args.check, diff=args.diff,
                                    tags=args.tags.split(",") if args.tags else None,
