@@ -1,19 +1,21 @@
 """The collection as users install it: its tarball ships the playbook, runnable by its FQCN.
 
-Builds the tarball with ansible-galaxy, installs it into an empty collections path, and runs
-`ansible-playbook sparkforge.stack.spark` from a directory outside this repository, with no
-ansible.cfg of this repository: a syntax check, then a `--check` run that must stop in
-preflight on this machine (no NVIDIA GPU) without changing anything, as the README's command
-does from the checkout.
+Runs the README's "From an installed collection" commands as written, read from the README: the
+build in a stand-in checkout (this repository's collection tree and ansible.cfg), then `cd ~/site`,
+the install into ~/.ansible/collections and `ansible-playbook sparkforge.stack.spark`, with HOME a
+throwaway directory. The installed copy passes a syntax check, and the `--check` run must stop in
+preflight on this machine (no NVIDIA GPU) without changing anything.
 """
 
 import os
+import re
+import shutil
 import subprocess
 import sys
 
 import pytest
 
-from helpers import COLLECTION
+from helpers import COLLECTION, REPO
 
 BIN = os.path.dirname(sys.executable)
 
@@ -23,50 +25,81 @@ def run(cmd, cwd, env, timeout=300):
                           universal_newlines=True, timeout=timeout, check=False)
 
 
+README = os.path.join(REPO, "README.md")
+
+
+def readme_commands():
+    """The command block of the README's "From an installed collection", line by line, as written."""
+    with open(README) as handle:
+        text = handle.read()
+    section = text[text.index("### From an installed collection"):]
+    block = re.search(r"```bash\n(.*?)```", section, re.S).group(1)
+    return [line for line in block.splitlines() if line.strip()]
+
+
+def stand_in_checkout(home):
+    """~/sparkforge as the README's checkout: this repository's collection tree, ansible.cfg and
+    inventory (links and a copy), so the commands meet the checkout's own ansible.cfg."""
+    checkout = home / "sparkforge"
+    checkout.mkdir()
+    for name in ("collections", "inventory", "library"):
+        os.symlink(os.path.join(REPO, name), str(checkout / name))
+    shutil.copy(os.path.join(REPO, "ansible.cfg"), str(checkout / "ansible.cfg"))
+    return checkout
+
+
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory):
-    root = tmp_path_factory.mktemp("installed")
-    dist, colls, work = root / "dist", root / "collections", root / "work"
-    for path in (dist, colls, work):
-        path.mkdir()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ANSIBLE_")}
-    env.update(ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
-    proc = run([os.path.join(BIN, "ansible-galaxy"), "collection", "build", COLLECTION, "--output-path", str(dist)],
-               cwd=str(work), env=env)
-    assert proc.returncode == 0, proc.stdout
-    tarballs = list(dist.glob("sparkforge-stack-*.tar.gz"))
-    assert len(tarballs) == 1, proc.stdout
-    proc = run([os.path.join(BIN, "ansible-galaxy"), "collection", "install", str(tarballs[0]), "-p", str(colls)],
-               cwd=str(work), env=env)
-    assert proc.returncode == 0, proc.stdout
-    assert (colls / "ansible_collections" / "sparkforge" / "stack" / "playbooks" / "spark.yml").is_file()
-    # Only the installed copy may be found: the path given, and no repository ansible.cfg
-    # (the working directory is outside the repository).
-    env["ANSIBLE_COLLECTIONS_PATH"] = str(colls)
-    (work / "hosts.yml").write_text(
+    """The README's commands as written: ~ is a throwaway home holding the checkout and the site."""
+    home = tmp_path_factory.mktemp("home")
+    checkout = stand_in_checkout(home)
+    site = home / "site"
+    site.mkdir()
+    (site / "inventory.yml").write_text(
         "all:\n  hosts:\n    localhost:\n      ansible_connection: local\n"
         "      ansible_python_interpreter: \"{{ ansible_playbook_python }}\"\n")
-    return {"work": str(work), "env": env, "colls": str(colls)}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ANSIBLE_")}
+    env.update(HOME=str(home), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0",
+               PATH=BIN + os.pathsep + os.environ.get("PATH", ""))
+    lines = readme_commands()
+    assert lines[0].startswith("ansible-galaxy collection build") and lines[1] == "cd ~/site", lines
+    assert lines[-1].startswith("ansible-playbook sparkforge.stack.spark"), lines
+    # All but the last, from the checkout (where the README's first line runs), stopping at a failure.
+    proc = run(["bash", "-e", "-c", "\n".join(lines[:-1])], cwd=str(checkout), env=env)
+    assert proc.returncode == 0, proc.stdout
+    assert "was installed successfully" in proc.stdout, proc.stdout
+    colls = home / ".ansible" / "collections"
+    assert (colls / "ansible_collections" / "sparkforge" / "stack" / "playbooks" / "spark.yml").is_file()
+    return {"home": home, "checkout": str(checkout), "site": str(site), "env": env, "colls": str(colls),
+            "last": lines[-1], "tarball": str(checkout / "sparkforge-stack-0.1.0.tar.gz")}
 
 
 def test_installed_playbook_passes_syntax_check(installed):
-    proc = run([os.path.join(BIN, "ansible-playbook"), "sparkforge.stack.spark", "-i", "hosts.yml", "--syntax-check"],
-               cwd=installed["work"], env=installed["env"])
+    proc = run(["bash", "-c", installed["last"].replace("--check", "--syntax-check")], cwd=installed["site"],
+               env=installed["env"])
     assert proc.returncode == 0, proc.stdout
     # The playbook that was checked is the installed copy, found by its FQCN.
     assert "playbook: %s/ansible_collections/sparkforge/stack/playbooks/spark.yml" % installed["colls"] in proc.stdout
 
 
 @pytest.mark.skipif(os.path.exists("/usr/bin/nvidia-smi"), reason="this machine has an NVIDIA driver")
-def test_installed_playbook_check_run_stops_in_preflight_from_outside_the_repo(installed):
-    proc = run([os.path.join(BIN, "ansible-playbook"), "sparkforge.stack.spark", "-i", "hosts.yml", "--check"],
-               cwd=installed["work"], env=installed["env"])
+def test_installed_playbook_check_run_stops_in_preflight_from_the_site_directory(installed):
+    proc = run(["bash", "-c", installed["last"]], cwd=installed["site"], env=installed["env"])
     out = proc.stdout
     assert proc.returncode == 2, out
     assert "nothing was changed" in out
     assert "no NVIDIA GPU found" in out
     assert "PLAY [Preflight" in out, out
-    assert os.listdir(installed["work"]) == ["hosts.yml"]
+    assert os.listdir(installed["site"]) == ["inventory.yml"]
+
+
+def test_inside_the_checkout_galaxy_counts_the_in_tree_copy_as_installed(installed):
+    """What the README says of the checkout: "Nothing to do" there, and --force installs anyway."""
+    cmd = "ansible-galaxy collection install %s -p ~/.ansible/collections" % installed["tarball"]
+    proc = run(["bash", "-c", cmd], cwd=installed["checkout"], env=installed["env"])
+    assert proc.returncode == 0 and "Nothing to do" in proc.stdout, proc.stdout
+    proc = run(["bash", "-c", cmd + " --force"], cwd=installed["checkout"], env=installed["env"])
+    assert proc.returncode == 0 and "was installed successfully" in proc.stdout, proc.stdout
 
 
 def test_the_provisioning_playbook_is_plays_of_roles():
