@@ -201,3 +201,38 @@ def test_acceptance_after_the_source_build_records_its_result_and_fails_over_bud
     assert "test_transformers.py::TestTransformers::test_sdpa_math_backend" in failed["msg"]
     with open(tmp_path / "wheels" / manifests[0]) as handle:
         assert json.load(handle)["acceptance"]["verdict"]["within_budget"] is False
+
+
+def test_source_build_in_check_mode_reports_the_build_and_install_and_writes_nothing(tmp_path, fixture_repo):
+    """--check on a venv without torch: the build module says what it would build, the install of the
+    wheel is reported as a change, and no build dir, wheel dir or torch appears."""
+    venv = tmp_path / "venv"
+    subprocess.check_call([sys.executable, "-m", "venv", "--without-pip", str(venv)])
+    role_vars = {
+        "pytorch_version": "2.12.0", "pytorch_source": "source", "pytorch_venv": str(venv),
+        "pytorch_repo": fixture_repo, "pytorch_build_dir": str(tmp_path / "build"),
+        "pytorch_wheel_dir": str(tmp_path / "wheels"), "pytorch_features": {"cuda": False},
+        "pytorch_build_deps": "check", "pytorch_jobs": 1, "pytorch_build_poll": 1, "pytorch_build_poll_max": 2,
+        "pytorch_cuda_arch_list": "9.0",
+    }
+    facts = {"sparkforge": {"platform_class": "hopper", "compute_capabilities": ["9.0"]}}
+    tasks = [{"name": "GPU facts", "ansible.builtin.set_fact": {"ansible_facts": facts}},
+             {"name": "include the role", "ansible.builtin.include_role": {"name": "sparkforge.stack.pytorch"},
+              "vars": role_vars}]
+    before = sorted(os.listdir(tmp_path))
+    play = [{"name": "roles under test", "hosts": "localhost", "connection": "local", "gather_facts": False,
+             "vars": {"ansible_python_interpreter": sys.executable}, "tasks": tasks}]
+    (tmp_path / "play.yml").write_text(json.dumps(play))
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"), ANSIBLE_STDOUT_CALLBACK="ansible.posix.json")
+    proc = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", "localhost,",
+                           str(tmp_path / "play.yml"), "--check"], cwd=REPO, env=env, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, universal_newlines=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    data = json.loads(proc.stdout)
+    assert task_results(data, "Install the built wheel")[-1]["changed"]
+    assert not task_results(data, "Check the venv's torch is exactly the planned one")[-1:] or \
+        task_results(data, "Check the venv's torch is exactly the planned one")[-1].get("skipped")
+    assert sorted(os.listdir(tmp_path)) == sorted(before + ["play.yml"])
+    assert not any(name.startswith("torch") for name in os.listdir(subprocess.check_output(
+        [str(venv / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        universal_newlines=True).strip()))
