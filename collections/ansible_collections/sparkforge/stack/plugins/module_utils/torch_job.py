@@ -129,6 +129,8 @@ class TorchWheelJob:
                           plan="a wheel with the same cache key is published (%s): nothing to do" % os.path.basename(wheel))
             return result
         plan["why"] = "force: rebuilding" if self.p["force"] else "no published wheel has cache key %s" % plan["key"][:12]
+        if plan["py_version"] is None:
+            plan["why"] = "the build venv %s does not exist yet (the real run makes it first)" % self.p["python"]
         if check_mode:
             result.update(changed=True, fixes=self.fixes_would_apply(plan),
                           plan="would build torch %s (%s) for %s: %s" % (
@@ -214,7 +216,11 @@ class TorchWheelJob:
         toolchain["cc"] = command_version(["cc"])
         toolchain["cxx"] = command_version(["c++"])
         toolchain["cmake"] = command_version([os.path.join(venv_bin, "cmake")]) or command_version(["cmake"])
-        py_version = python_version(p["python"])
+        if check_mode and not os.path.exists(p["python"]):
+            # Check mode on a fresh host: the venv is made by an earlier task of the real run.
+            py_version = None
+        else:
+            py_version = python_version(p["python"])
 
         patches = {}
         for patch in p["patches"]:
