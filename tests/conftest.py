@@ -62,3 +62,21 @@ def pytest_sessionfinish(session, exitstatus):
         except OSError:
             pass
     session.exitstatus = 1
+
+
+# The suite's lanes (scripts/test): modules that need the container test bed (tests/testbed.py, podman
+# and the images), and the long runs that the quick lane (scripts/test quick) leaves to the full suite.
+TESTBED = {"test_api_container", "test_cuda_cusparselt_repo", "test_cuda_roles", "test_fleet_rollout",
+           "test_journey", "test_offline_bundle", "test_xhost_containers"}
+FULL = (TESTBED - {"test_journey"}) | {"test_pytorch_roles", "test_ml_packages", "test_reproducible"}
+
+
+def pytest_collection_modifyitems(config, items):
+    import pytest
+
+    for item in items:
+        module = item.module.__name__.rsplit(".", 1)[-1]
+        if module in TESTBED:
+            item.add_marker(pytest.mark.testbed)
+        if module in FULL:
+            item.add_marker(pytest.mark.full)
