@@ -280,7 +280,7 @@ def ports(netdevs, rdma):
             per_function = link / len(fns)
             caps = [f["pcie_gbps"] for f in fns if f["pcie_gbps"]]
             if caps:
-                per_function = min(per_function, min(caps))
+                per_function = min([per_function] + caps)
         usable = round(per_function * len(active), 1) if per_function and active else None
         layers = sorted(set(f["link_layer"] for f in fns if f["link_layer"]))
         out.append({"name": fns[0]["netdev"] or fns[0]["rdma"], "functions": fns,

@@ -114,7 +114,7 @@ def plan(hosts, mode="static", subnet=None, mtu=9000):
     # Jumbo frames only where every peer takes them: one MTU for the whole cluster.
     cluster_mtu = min(wanted.values()) if wanted else None
     if wanted and len(set(wanted.values())) > 1:
-        notes.append("hosts ask for different MTUs (%s): the cluster uses %d" % (
+        notes.append("hosts ask for different MTUs (%s): the cluster uses %s" % (
             ", ".join("%s=%d" % kv for kv in sorted(wanted.items())), cluster_mtu))
     for entry in out.values():
         entry["mtu"] = cluster_mtu
@@ -147,11 +147,10 @@ def hostfile(addresses, slots=1):
 
 def torchrun_example(addresses, env, port=29500, nproc=1):
     """A torchrun line per host for the cluster (c10d rendezvous on the first host's fabric address)."""
-    exports = " ".join("%s=%s" % kv for kv in sorted(env.items()))
-    return ["%s torchrun --nnodes=%d --nproc-per-node=%d --node-rank=%d --rdzv-backend=c10d "
-            "--rdzv-endpoint=%s:%d --rdzv-id=sparkforge train.py" % (exports, len(addresses), nproc, i, addresses[0],
-                                                                    port)
-            for i in range(len(addresses))]
+    exports = "".join("%s=%s " % kv for kv in sorted(env.items()))
+    line = ("%storchrun --nnodes=%d --nproc-per-node=%d --node-rank=%%d --rdzv-backend=c10d "
+            "--rdzv-endpoint=%s:%d --rdzv-id=sparkforge train.py" % (exports, len(addresses), nproc, addresses[0], port))
+    return [line % i for i in range(len(addresses))]
 
 
 # ------------------------------------------------------------------------------ applying, with revert
