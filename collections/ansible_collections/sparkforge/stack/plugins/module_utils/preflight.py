@@ -13,6 +13,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import glob
+import os
 import re
 
 from ansible_collections.sparkforge.stack.plugins.module_utils.build_common import BuildError
@@ -172,6 +174,34 @@ def compiler_problems(torch_version, release, min_compilers, compiler):
                                      "install a newer one (e.g. apt install g++-%s) and make it c++"
                          % (torch_version, std, wanted, "GCC" if kind == "gcc" else "Clang", version,
                             floors.get("gcc", "12")))]
+    return []
+
+
+def venv_torch_version(venv):
+    """The torch version a venv holds, read from its site-packages' dist-info (no interpreter run);
+    None when it holds none (or the venv does not exist)."""
+    found = sorted(glob.glob(os.path.join(venv, "lib", "python*", "site-packages", "torch-*.dist-info", "METADATA")))
+    for path in found:
+        with open(path, errors="replace") as handle:
+            for line in handle:
+                if line.startswith("Version:"):
+                    return line.split(":", 1)[1].strip()
+                if not line.strip():
+                    break
+    return None
+
+
+def existing_torch_problems(venv, have, planned):
+    """With torch source ``existing``, the venv must already hold the planned torch: a problem per mismatch.
+    ``have``: what venv_torch_version read; ``planned``: the plan's torch version."""
+    if have is None:
+        return [_problem("existing_torch", "torch source existing keeps the venv's torch, but %s holds none: install "
+                                           "torch there, or set sparkforge_torch_source to index, wheelhouse or source"
+                         % venv)]
+    if have.split("+", 1)[0] != planned:
+        return [_problem("existing_torch", "torch source existing keeps the venv's torch, but %s holds torch %s and the "
+                                           "plan wants %s: set sparkforge_torch_version=%s"
+                         % (venv, have, planned, have.split("+", 1)[0]))]
     return []
 
 

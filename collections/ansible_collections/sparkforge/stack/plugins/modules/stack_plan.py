@@ -63,7 +63,8 @@ options:
         manifest), C(torch_source) (C(source), C(index), C(wheelhouse) or C(existing)), C(cuda_arch_list)
         (empty for the default from the host's GPUs), C(ml_profile), and C(index_url) (the index the
         C(index) source installs from, shown in the plan). C(latest) skips releases whose wheels need a newer
-        Python than the host's (C(python_version) of O(host), or of this dict).
+        Python than the host's (C(python_version) of O(host), or of this dict). C(venv) (the stack venv): with
+        C(torch_source=existing) it must already hold the planned torch, else the host has a problem.
     type: dict
     required: true
   manifest:
@@ -228,9 +229,11 @@ from ansible_collections.sparkforge.stack.plugins.module_utils.preflight import 
     PlanError,
     build_plan,
     compiler_problems,
+    existing_torch_problems,
     parse_compiler_version,
     problems,
     render_plan,
+    venv_torch_version,
 )
 from ansible_collections.sparkforge.stack.plugins.module_utils.host_facts import os_facts, sparkforge_facts
 
@@ -345,6 +348,10 @@ def main():
                                             params["manifest"].get("sparkforge_cxx_min_compilers"), compiler)
     if plan_error:
         found.append({"check": "plan", "message": plan_error})
+    if plan and settings.get("venv") and settings.get("torch_source") == "existing" and \
+            "pytorch" in (settings.get("components") or []):
+        found += existing_torch_problems(settings["venv"], venv_torch_version(settings["venv"]),
+                                         plan["torch"]["version"])
     if plan:
         # Every remote source the plan will fetch from, probed before anything changes.
         items = sources.plan_sources(plan, params["sources"], params["host"])

@@ -274,3 +274,28 @@ def test_dev_libraries_can_be_forced_either_way():
     with pytest.raises(pf.PlanError) as err:
         pf.build_plan(spark_facts(), {"dev_libraries": "sometimes"}, manifest())
     assert "sparkforge_dev_libraries must be one of auto, always, never" in str(err.value)
+
+
+def _venv_with_torch(root, version):
+    info = root / "lib" / "python3.12" / "site-packages" / ("torch-%s.dist-info" % version.split("+")[0])
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: torch\nVersion: %s\n\nlong description\n" % version)
+    return str(root)
+
+
+def test_existing_torch_is_read_from_the_venvs_dist_info(tmp_path):
+    from ansible_collections.sparkforge.stack.plugins.module_utils.preflight import venv_torch_version
+    assert venv_torch_version(_venv_with_torch(tmp_path / "v", "2.11.0+cu130")) == "2.11.0+cu130"
+    assert venv_torch_version(str(tmp_path / "absent")) is None
+    (tmp_path / "empty" / "lib" / "python3.12" / "site-packages").mkdir(parents=True)
+    assert venv_torch_version(str(tmp_path / "empty")) is None
+
+
+def test_existing_torch_must_be_there_and_the_planned_one(tmp_path):
+    from ansible_collections.sparkforge.stack.plugins.module_utils.preflight import existing_torch_problems
+    assert existing_torch_problems("/v", "2.11.0+cu130", "2.11.0") == []
+    none = existing_torch_problems("/v", None, "2.11.0")
+    assert [p["check"] for p in none] == ["existing_torch"]
+    assert "/v holds none" in none[0]["message"] and "sparkforge_torch_source" in none[0]["message"]
+    other = existing_torch_problems("/v", "2.10.0", "2.11.0")
+    assert "holds torch 2.10.0 and the plan wants 2.11.0: set sparkforge_torch_version=2.10.0" in other[0]["message"]
