@@ -167,7 +167,9 @@ def exec_(name, script, timeout=600):
 def fs_snapshot(name, skip=()):
     """Every file (with size and mtime) and directory on host ``name`` outside the kernel's and the connection's
     scratch space (a directory's mtime changes when the connection makes its own ~/.ansible in it)."""
-    prune = ["/proc", "/sys", "/dev", "/tmp", "/var/tmp", "/root/.ansible", "/run", SHARE] + list(skip)
+    # /root/.ansible_async holds Ansible's own records of its async tasks (a check-mode run starts them too).
+    prune = ["/proc", "/sys", "/dev", "/tmp", "/var/tmp", "/root/.ansible", "/root/.ansible_async", "/run",
+             SHARE] + list(skip)
     expr = " -o ".join("-path %s" % p for p in prune)
     proc = exec_(name, "find / -xdev \\( %s \\) -prune -o -type d -printf '%%p/\\n' "
                        "-o -printf '%%p %%s %%T@\\n' | sort" % expr)
