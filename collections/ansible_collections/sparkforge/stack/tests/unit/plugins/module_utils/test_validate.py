@@ -80,7 +80,7 @@ def test_the_preflight_role_asks_for_every_extra_variable_and_reads_every_roles_
         role_vars = yaml.safe_load(handle)
     assert sorted(role_vars["_preflight_extra_names"]) == sorted(validate.EXTRA_SPECS)
     # Every role's argument_specs, whatever roles there are (tests/test_core_only.py renders the list).
-    assert "/*/meta/argument_specs.yml" in role_vars["_preflight_spec_files"]
+    assert "query('sparkforge.stack.argument_specs', role_path | dirname)" in role_vars["_preflight_specs"]
 
 
 def test_good_values_pass_normalised():

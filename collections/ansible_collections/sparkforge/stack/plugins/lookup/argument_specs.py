@@ -1,0 +1,66 @@
+# -*- coding: utf-8 -*-
+# Copyright: sparkforge developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Lookup argument_specs: every role's options (type, elements, choices), read from a roles directory."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+name: argument_specs
+short_description: the options every role of a roles directory declares in its meta/argument_specs.yml
+description:
+  - Reads C(<roles dir>/*/meta/argument_specs.yml) on the controller and returns one mapping of option
+    name to C(type), C(elements) and C(choices); where two roles declare the same option, the first role in
+    name order wins.
+  - Preflight checks every variable a user sets against it before anything changes (module
+    M(sparkforge.stack.validate_vars)). Only ansible-core is needed (the controller may have nothing else).
+options:
+  _terms:
+    description: The roles directory (one path).
+    type: list
+    elements: path
+    required: true
+"""
+
+EXAMPLES = r"""
+- name: Every option the collection's roles take
+  ansible.builtin.debug:
+    msg: "{{ query('sparkforge.stack.argument_specs', role_path | dirname) | first }}"
+"""
+
+RETURN = r"""
+_list:
+  description: One mapping, option name to its C(type), C(elements) and C(choices).
+  type: list
+  elements: dict
+"""
+
+import glob
+import os
+
+import yaml
+
+from ansible.errors import AnsibleLookupError
+from ansible.plugins.lookup import LookupBase
+
+
+class LookupModule(LookupBase):
+    def run(self, terms, variables=None, **kwargs):
+        if len(terms) != 1:
+            raise AnsibleLookupError("argument_specs takes one roles directory, got %d" % len(terms))
+        roles_dir = terms[0]
+        files = sorted(glob.glob(os.path.join(roles_dir, "*", "meta", "argument_specs.yml")))
+        if not files:
+            raise AnsibleLookupError("no role under %s has meta/argument_specs.yml" % roles_dir)
+        out = {}
+        for path in files:
+            with open(path) as handle:
+                doc = yaml.safe_load(handle) or {}
+            for entry in (doc.get("argument_specs") or {}).values():
+                for name, spec in ((entry or {}).get("options") or {}).items():
+                    if name not in out:
+                        out[name] = {"type": spec.get("type", "str"), "elements": spec.get("elements"),
+                                     "choices": spec.get("choices")}
+        return [out]
