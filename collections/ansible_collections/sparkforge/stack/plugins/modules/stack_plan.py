@@ -63,7 +63,7 @@ options:
         manifest), C(torch_source) (C(source), C(index), C(wheelhouse) or C(existing)), C(cuda_arch_list)
         (empty for the default from the host's GPUs), C(ml_profile), and C(index_url) (the index the
         C(index) source installs from, shown in the plan). C(latest) skips releases whose wheels need a newer
-        Python than the host's (C(python_version) of O(host), or of this dict). C(venv) (the stack venv): with
+        Python than the host's (C(python_version) of O(host), or of this dict). C(venv) (the stack venv); with
         C(torch_source=existing) it must already hold the planned torch, else the host has a problem.
     type: dict
     required: true
