@@ -17,7 +17,7 @@ Every host mounts ``SHARE`` at the same path, so a ``file://`` URL the controlle
 the hosts too.  Hosts are labelled with a hash of their recipe; a leftover from another recipe (or a
 killed run) is replaced, a current one is reused.
 
-    python -m tests.testbed up [HOST...]     start (or reuse) the hosts; all four by default
+    python -m tests.testbed up [HOST...]     start the hosts fresh from their snapshots; all four by default
     python -m tests.testbed down             remove the hosts and their snapshots
     python -m tests.testbed status
 """
@@ -120,15 +120,16 @@ def _make_stand_in(name):
         shutil.rmtree(staging)
 
 
-def up(names=None, log=print):
-    """Start (or reuse) the named hosts; returns the names of those started anew."""
+def up(names=None, log=print, fresh=False):
+    """Start (or reuse) the named hosts; returns the names of those started anew. ``fresh``: a running
+    host is replaced from its snapshot too (a test run starts from hosts nothing has touched)."""
     started = []
     for name in names or list(HOSTS):
         arch, _network = HOSTS[name]
         if _image_id(image(arch)) is None:
             raise RuntimeError("image %s is missing: run molecule/shared/build-images.sh %s" % (image(arch), arch))
         want = recipe(name)
-        if _label(name) == want and _running(name):
+        if _label(name) == want and _running(name) and not fresh:
             continue
         if _label(snapshot_image(name), "image") != want:
             _run(name, image(arch), want)
@@ -196,7 +197,7 @@ def main(argv):
         if unknown:
             print("unknown test bed host(s): %s (known: %s)" % (", ".join(unknown), ", ".join(HOSTS)), file=sys.stderr)
             return 2
-        up(argv[1:] or None)
+        up(argv[1:] or None, fresh=True)
         for name in argv[1:] or HOSTS:
             print("testbed: %s up (%s, network %s)" % ((name,) + HOSTS[name]))
     elif argv[0] == "down":
