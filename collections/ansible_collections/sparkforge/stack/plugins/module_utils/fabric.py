@@ -87,15 +87,19 @@ def pcie_gbps(speed_text, width_text):
     return round(gts * width * (0.8 if gts <= 5.0 else 128.0 / 130.0), 1)
 
 
+def _entries(base):
+    """The names in a sysfs class directory, sorted; none when it does not exist."""
+    try:
+        return sorted(os.listdir(base))
+    except OSError:
+        return []
+
+
 def read_netdevs(root="/sys"):
     """{name: facts} for every netdev under <root>/class/net."""
     base = os.path.join(root, "class", "net")
     out = {}
-    try:
-        names = sorted(os.listdir(base))
-    except OSError:
-        return out
-    for name in names:
+    for name in _entries(base):
         path = os.path.join(base, name)
         device = os.path.join(path, "device")
         has_device = os.path.exists(device)
@@ -148,11 +152,7 @@ def read_rdma(root="/sys"):
     """{name: facts} for every RDMA device under <root>/class/infiniband, with its ports and netdevs."""
     base = os.path.join(root, "class", "infiniband")
     out = {}
-    try:
-        names = sorted(os.listdir(base))
-    except OSError:
-        return out
-    for name in names:
+    for name in _entries(base):
         path = os.path.join(base, name)
         device = os.path.join(path, "device")
         try:
