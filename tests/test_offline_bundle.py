@@ -37,6 +37,7 @@ from helpers import GB10, GH200, REPO, fake_smi, image_present, pinned_wheel, re
 
 sys.path.insert(0, os.path.join(REPO, "tests", "fixtures", "nvidia_repo"))
 import build_repo  # noqa: E402
+import testbed  # noqa: E402
 
 BIN = os.path.dirname(sys.executable)
 FIXTURES = os.path.join(REPO, "tests", "fixtures")
@@ -155,13 +156,9 @@ def on(site, host, script):
 
 
 def snapshot(site, host):
-    """Every file (with size and mtime) and directory outside the kernel's and the connection's scratch space
-    (a directory's mtime changes when the connection makes its own ~/.ansible in it)."""
-    proc = on(site, host, "find / -xdev \\( -path /proc -o -path /sys -o -path /dev -o -path /tmp -o -path /var/tmp "
-                    "-o -path /root/.ansible -o -path /run \\) -prune -o -type d -printf '%p/\\n' "
-                    "-o -printf '%p %s %T@\\n' | sort")
-    assert proc.returncode == 0, proc.stdout[-2000:]
-    return proc.stdout
+    """The host's files and directories (tests/testbed.py's snapshot: the kernel's and the connection's scratch
+    space left out)."""
+    return testbed.fs_snapshot(site["names"][host])
 
 
 def bad_copy(site, good, name, edit):
