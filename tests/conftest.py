@@ -13,6 +13,9 @@ collect_ignore = ["fixtures"]
 # its workers, the modules they run on this machine); at the end no ansible-playbook may carry it.
 SESSION_VAR = "SPARKFORGE_TEST_SESSION"
 os.environ.setdefault(SESSION_VAR, uuid.uuid4().hex)
+# The test bed's pipelined podman connection (tests/plugins/connection), for every ansible the suite starts.
+os.environ.setdefault("ANSIBLE_CONNECTION_PLUGINS", os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                                                  "plugins", "connection"))
 
 
 def suite_playbooks(session=None):

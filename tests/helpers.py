@@ -21,6 +21,9 @@ COLLECTIONS = os.path.join(REPO, "collections")
 COLLECTION = os.path.join(COLLECTIONS, "ansible_collections", "sparkforge", "stack")
 MODULES = os.path.join(COLLECTION, "plugins", "modules")
 MANIFEST_DIR = os.path.join(COLLECTION, "roles", "manifest", "defaults", "main")
+# How Ansible reaches a test-bed container: the podman connection, pipelined (tests/plugins/connection).
+CONNECTION = "testbed_podman"
+CONNECTION_PLUGINS = os.path.join(REPO, "tests", "plugins", "connection")
 
 
 def load_manifest():

@@ -14,7 +14,7 @@ import uuid
 import pytest
 import yaml
 
-from helpers import image_present, remove_containers, start_container
+from helpers import CONNECTION, image_present, remove_containers, start_container
 from sparkforge import api
 
 ROOT = api.project_root()
@@ -40,7 +40,7 @@ def container_inventory(tmp_path_factory):
     try:
         host_vars = dict(_load(os.path.join(SHARED, "inventory", "group_vars", "all.yml")))
         host_vars.update(_load(os.path.join(SHARED, "inventory", "host_vars", "hopper-amd64.yml")))
-        host_vars.update({"ansible_connection": "containers.podman.podman", "ansible_host": name})
+        host_vars.update({"ansible_connection": CONNECTION, "ansible_host": name})
         path = tmp_path_factory.mktemp("api-container") / "inventory.yml"
         path.write_text(yaml.safe_dump({"all": {"hosts": {"api-hopper": host_vars}}}))
         yield str(path)

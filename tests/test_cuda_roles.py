@@ -13,6 +13,8 @@ import sys
 
 import pytest
 
+from helpers import CONNECTION
+
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "nvidia_repo"))
 import podman_host  # noqa: E402
 
@@ -57,8 +59,8 @@ def test_cuda_libs_keeps_a_repository_the_host_already_has(tmp_path):
         box.sh("echo 'deb [signed-by=%s] http://127.0.0.1:%d/compute/cuda/repos/ubuntu2404/x86_64/ /' "
                "> /etc/apt/sources.list.d/dgx-cuda.list" % (key, port))
         inventory = tmp_path / "hosts.yml"
-        inventory.write_text("all:\n  hosts:\n    cuda-amd64:\n      ansible_connection: containers.podman.podman\n"
-                             "      ansible_host: %s\n      ansible_python_interpreter: /usr/bin/python3\n" % box.name)
+        inventory.write_text("all:\n  hosts:\n    cuda-amd64:\n      ansible_connection: %s\n"
+                             "      ansible_host: %s\n      ansible_python_interpreter: /usr/bin/python3\n" % (CONNECTION, box.name))
         playbook("converge.yml", str(inventory), port)
         state = box.sh("dpkg-query -W -f '${db:Status-Abbrev}' cuda-keyring 2>/dev/null; "
                        "ls /etc/apt/sources.list.d/; dpkg-query -W -f '${Version}' libcublas-13-0", check=False).stdout

@@ -31,7 +31,7 @@ import uuid
 import pytest
 import yaml
 
-from helpers import (COLLECTIONS, GB10, GH200, REPO, fake_smi, image_present, pinned_wheel, remove_containers,
+from helpers import (COLLECTIONS, CONNECTION, GB10, GH200, REPO, fake_smi, image_present, pinned_wheel, remove_containers,
                      start_container)
 
 sys.path.insert(0, COLLECTIONS)
@@ -75,7 +75,7 @@ def fleet(tmp_path_factory):
         for host, name in names.items():
             smi = root / ("gpu-" + host)
             smi.mkdir()
-            hosts[host] = {"ansible_connection": "containers.podman.podman", "ansible_host": name,
+            hosts[host] = {"ansible_connection": CONNECTION, "ansible_host": name,
                            "ansible_python_interpreter": "/usr/bin/python3",
                            "preflight_nvidia_smi": fake_smi(str(smi), host, GPUS[host], python="/usr/bin/python3",
                                                             seen_at="/opt/fake-gpu")}

@@ -33,7 +33,7 @@ import uuid
 import pytest
 import yaml
 
-from helpers import GB10, GH200, REPO, fake_smi, image_present, pinned_wheel, remove_containers, start_container
+from helpers import CONNECTION, GB10, GH200, REPO, fake_smi, image_present, pinned_wheel, remove_containers, start_container
 
 sys.path.insert(0, os.path.join(REPO, "tests", "fixtures", "nvidia_repo"))
 import build_repo  # noqa: E402
@@ -91,7 +91,7 @@ def site(tmp_path_factory):
     for host, gpu in (("h1", GB10), ("h2", GH200)):
         smi = root / ("gpu-" + host)
         smi.mkdir()
-        hosts[host] = {"ansible_connection": "containers.podman.podman", "ansible_host": names[host],
+        hosts[host] = {"ansible_connection": CONNECTION, "ansible_host": names[host],
                        "ansible_python_interpreter": "/usr/bin/python3",
                        "preflight_nvidia_smi": fake_smi(str(smi), host, gpu, python="/usr/bin/python3",
                                                         seen_at="/opt/fake-gpu")}

@@ -19,7 +19,7 @@ import uuid
 import pytest
 import yaml
 
-from helpers import REPO, image_present, remove_containers, run_module, start_container
+from helpers import CONNECTION, REPO, image_present, remove_containers, run_module, start_container
 
 TORCH = "torch==2.13.0+cpu"
 TORCH_DIR = os.path.expanduser("~/.cache/sparkforge/xhost-torch-2.13.0")
@@ -52,7 +52,7 @@ def group(torch_dir, tmp_path_factory):
         for name in names.values():
             start_container(name, volumes=["%s:/opt/xtorch:ro" % torch_dir])
         root = tmp_path_factory.mktemp("xhost")
-        hosts = dict((h, {"ansible_connection": "containers.podman.podman", "ansible_host": c,
+        hosts = dict((h, {"ansible_connection": CONNECTION, "ansible_host": c,
                           "ansible_python_interpreter": "/usr/bin/python3"}) for h, c in names.items())
         inventory = root / "inventory.yml"
         inventory.write_text(yaml.safe_dump({"all": {"hosts": hosts, "vars": {

@@ -37,6 +37,9 @@ HOST_VARS = os.path.join(REPO, "molecule", "shared", "inventory", "host_vars")
 SMI = os.path.join(REPO, "molecule", "shared", "files", "fake-nvidia-smi")
 SHARE = os.environ.get("SPARKFORGE_TESTBED_SHARE", "/tmp/sparkforge-testbed")
 CA = "/etc/ssl/certs/ca-certificates.crt"
+# How Ansible reaches a host: the podman connection, pipelined (tests/plugins/connection/testbed_podman.py).
+CONNECTION = "testbed_podman"
+CONNECTION_PLUGINS = os.path.join(REPO, "tests", "plugins", "connection")
 
 # name: (arch, network)
 HOSTS = {
@@ -181,7 +184,7 @@ def fs_snapshot(name, skip=()):
 
 def inventory_host(name, **extra):
     """An inventory entry reaching host ``name`` through the podman connection."""
-    entry = {"ansible_connection": "containers.podman.podman", "ansible_host": name,
+    entry = {"ansible_connection": CONNECTION, "ansible_host": name,
              "ansible_python_interpreter": "/usr/bin/python3"}
     entry.update(extra)
     return entry
