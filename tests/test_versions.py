@@ -25,6 +25,7 @@ import yaml
 
 from fixtures import versions_index
 from helpers import COLLECTIONS, REPO
+import readme
 
 from sparkforge import cli
 
@@ -228,3 +229,34 @@ def test_help_describes_the_command():
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, check=False)
     assert proc.returncode == 0
     assert "--check" in proc.stdout and "--write" in proc.stdout and "--index-url" in proc.stdout
+
+
+def test_the_readme_block_as_written(index_root, tmp_path):
+    """README "Adding a release", its four lines as written, in a stand-in checkout (a git repository
+    holding a copy of the collection with this file's data) that SPARKFORGE_HOME names, against the
+    fixture index that SPARKFORGE_INDEX_URL names: the table, --check's exit 1, --write, git diff."""
+    checkout = tmp_path / "sparkforge"
+    shutil.copytree(os.path.join(REPO, "collections"), str(checkout / "collections"), symlinks=True,
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(os.path.join(REPO, "ansible.cfg"), str(checkout / "ansible.cfg"))
+    os.symlink(sys.prefix, str(checkout / ".venv"))
+    data = checkout / "collections/ansible_collections/sparkforge/stack/roles/manifest/defaults/main"
+    (data / "torch.yml").write_text(TORCH_YML)
+    (data / "triton.yml").write_text(TRITON_YML)
+    env = dict(os.environ, SPARKFORGE_HOME=str(checkout), SPARKFORGE_INDEX_URL="file://" + index_root,
+               HOME=str(tmp_path), GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@t", GIT_COMMITTER_NAME="t",
+               GIT_COMMITTER_EMAIL="t@t")
+    for cmd in (["git", "init", "-q"], ["git", "add", "collections"], ["git", "commit", "-qm", "data"]):
+        subprocess.run(cmd, cwd=str(checkout), env=env, check=True)
+    lines = readme.commands("### Adding a release: `sparkforge versions`")
+    assert [line.split("#")[0].split() for line in lines] == [
+        [".venv/bin/sparkforge", "versions"], [".venv/bin/sparkforge", "versions", "--check"],
+        [".venv/bin/sparkforge", "versions", "--write"],
+        ["git", "diff", "collections/ansible_collections/sparkforge/stack/roles/manifest/defaults/main/"]]
+    runs = [subprocess.run(["bash", "-c", line], cwd=str(checkout), env=env, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, universal_newlines=True, timeout=300, check=False)
+            for line in lines]
+    assert [p.returncode for p in runs] == [0, 1, 0, 0], [p.stdout[-2000:] for p in runs]
+    assert "2.16.0" in runs[0].stdout and "2.16.0" in runs[1].stdout
+    assert '+  "2.16.0":' in runs[3].stdout, runs[3].stdout
+    assert yaml.safe_load((data / "torch.yml").read_text())["sparkforge_torch_releases"]["2.16.0"]["triton"] == "3.10.1"
