@@ -42,12 +42,18 @@ def test_no_gpu_result_without_failing(tmp_path):
     assert "No verification ran" in md
 
 
-def test_check_mode_writes_nothing(tmp_path):
+def test_check_mode_writes_nothing_and_names_the_report_it_would_write(tmp_path):
     out = tmp_path / "r"
+    env = {"PYTHONPATH": os.pathsep.join([COLLECTIONS, _stand_in_torch(tmp_path)])}
     result, rc = run_module("torch_verify", {"python": sys.executable, "report_dir": str(out), "fail_on_failure": False},
-                            check_mode=True, env={"PYTHONPATH": os.pathsep.join([COLLECTIONS, _stand_in_torch(tmp_path)])})
-    assert rc == 0 and result["changed"] is False and not out.exists()
-    assert result["report_files"] == {}
+                            check_mode=True, env=env)
+    # A real run writes a new report every time: check mode predicts that change, and writes nothing.
+    assert rc == 0 and result["changed"] is True and not out.exists()
+    assert result["report_files"] == {"json": str(out / "verify.json"), "markdown": str(out / "verify.md"),
+                                      "png": str(out / "verify.png")}
+    result, rc = run_module("torch_verify", {"python": sys.executable, "fail_on_failure": False},
+                            check_mode=True, env=env)
+    assert rc == 0 and result["changed"] is False and result["report_files"] == {}
 
 
 def test_bad_arguments(tmp_path):

@@ -427,12 +427,17 @@ def render_png(report, path):
     return "matplotlib"
 
 
+def report_paths(directory, basename="verify"):
+    """Where write_reports puts the JSON, Markdown and PNG report (check mode names them too)."""
+    return {"json": os.path.join(directory, basename + ".json"), "markdown": os.path.join(directory, basename + ".md"),
+            "png": os.path.join(directory, basename + ".png")}
+
+
 def write_reports(report, directory, basename="verify"):
     """Write <basename>.json/.md/.png into directory; return the paths and the PNG renderer used."""
     if not os.path.isdir(directory):
         os.makedirs(directory)
-    paths = {"json": os.path.join(directory, basename + ".json"), "markdown": os.path.join(directory, basename + ".md"),
-             "png": os.path.join(directory, basename + ".png")}
+    paths = report_paths(directory, basename)
     for key, text in (("json", json.dumps(report, indent=1, sort_keys=True) + "\n"),
                       ("markdown", render_markdown(report))):
         tmp = paths[key] + ".tmp"

@@ -230,7 +230,9 @@ platform:
   returned: always
   type: dict
 report_files:
-  description: Paths of the JSON, Markdown and PNG report (empty when none was written).
+  description:
+    - Paths of the JSON, Markdown and PNG report (empty when none was written).
+    - In check mode, the paths a real run would write (reported as a change; nothing is written).
   returned: always
   type: dict
 png_renderer:
@@ -267,6 +269,7 @@ from ansible_collections.sparkforge.stack.plugins.module_utils.torch_checks impo
     CHECK_GROUPS,
     VerifyError,
     evaluate,
+    report_paths,
     run_script,
     write_reports,
 )
@@ -381,7 +384,10 @@ def main():
     report_files = {}
     renderer = None
     changed = False
-    if params["report_dir"] and not module.check_mode:
+    if params["report_dir"] and module.check_mode:
+        # Every real run writes a new report: check mode says so, and where (nothing is written).
+        report_files, changed = report_paths(params["report_dir"], params["report_name"]), True
+    elif params["report_dir"]:
         report_files, renderer = write_reports(report, params["report_dir"], params["report_name"])
         changed = True
     result = dict(
