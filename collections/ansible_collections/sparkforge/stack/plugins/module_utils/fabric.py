@@ -388,33 +388,76 @@ def gather(root="/sys", proc_root="/proc", connection_address=None, addresses=No
 
 # ------------------------------------------------------------------------------------------ diagnosis
 
-_NET_LINE = re.compile(r"NCCL INFO (NET/(?:IB|Socket) ?: .*|Using network \S+|NET/IB : No device found\.?)")
+# NCCL_DEBUG=INFO lines, as NCCL prints them (net.cc, p2p.cc, shm.cc, net_ib/net_socket):
+#   "NET/IB : Using [0]mlx5_0:1/RoCE [1]mlx5_1:1/RoCE [RO]; OOB enp1s0f0np0:10.0.0.1<0>", "NET/IB : No device found.",
+#   "NET/Socket : Using [0]eth0:10.0.0.1<0>", "Using network Socket", "Assigned NET plugin IB to comm",
+#   "Channel 00/0 : 0[0] -> 1[0] [send] via NET/Socket/0", "Channel 00/0 : 1[0] -> 0[0] [receive] via NET/IB/0/GDRDMA",
+#   "Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM/read", "Channel 00 : 0[0] -> 1[1] via SHM/direct/direct".
+_NET_LINE = re.compile(r"NCCL INFO (NET/(?:IB|Socket) ?: .*|Using network \S+|Assigned NET plugin \S+ to comm"
+                       r"|NET/IB : No device found\.?)")
+_CHANNEL_LINE = re.compile(r"NCCL INFO (Channel \d+(?:/\d+)? : \d+\[[0-9a-fA-F]+\] -> \d+\[[0-9a-fA-F]+\]"
+                           r"(?: \[(?:send|receive)\])? via (.+?))\s*$")
 _DEV = re.compile(r"\[\d+\]([^\s\[;]+)")
 
 
+def channel_transport(via):
+    """The transport of one "via ..." text: NET/IB, NET/Socket (or NET/<plugin>), P2P, SHM, or its first word."""
+    parts = via.split("/")
+    if parts[0] == "NET" and len(parts) > 1:
+        return "NET/" + parts[1]
+    return parts[0].split()[0] if parts[0].strip() else via
+
+
 def nccl_net_lines(text):
-    """NCCL's own lines (NCCL_DEBUG=INFO) that say which network transport it loaded and used."""
-    return [m.group(1).strip() for m in (_NET_LINE.search(line) for line in (text or "").splitlines()) if m]
+    """NCCL's own lines (NCCL_DEBUG=INFO) that say which network it loaded and which transport each channel
+    used. Repeated lines are kept once, and of the per-channel lines one per transport ("via ..." text)."""
+    out, seen_via = [], set()
+    for line in (text or "").splitlines():
+        m = _CHANNEL_LINE.search(line)
+        if m:
+            if m.group(2) not in seen_via:
+                seen_via.add(m.group(2))
+                out.append(m.group(1).strip())
+            continue
+        m = _NET_LINE.search(line)
+        if m and m.group(1).strip() not in out:
+            out.append(m.group(1).strip())
+    return out
 
 
 def nccl_transport(lines):
-    """{"transport": "IB" | "Socket" | None, "devices": [...IB/RoCE devices...], "sockets": [...]} from
-    nccl_net_lines(): "Using network X" when NCCL printed it, else what the NET/ lines offered."""
-    used, ib, sock = None, [], []
+    """{"transport": "IB" | "Socket" | "P2P" | "SHM" | None, "devices": [...IB/RoCE devices...], "sockets": [...],
+    "channels": [...transports the channels went through...]} from nccl_net_lines(). The channels' "via" say what
+    the pair really used (a network transport before P2P/SHM, which stay within one machine); without them,
+    "Using network X" when NCCL printed it, else what the NET/ lines offered."""
+    used, ib, sock, channels = None, [], [], []
     for line in lines:
-        if line.startswith("Using network "):
+        m = re.search(r" via (.+)$", line) if line.startswith("Channel ") else None
+        if m:
+            kind = channel_transport(m.group(1))
+            if kind not in channels:
+                channels.append(kind)
+        elif line.startswith("Using network "):
             used = line.split()[-1]
+        elif line.startswith("Assigned NET plugin ") and used is None:
+            used = line.split()[3]
         elif line.startswith("NET/IB") and "Using" in line:
+            # "[0]mlx5_0:1/RoCE": the device and port, without the link layer.
             for dev in _DEV.findall(line.split(";")[0]):
-                if dev not in ib:
-                    ib.append(dev)
+                if dev.split("/")[0] not in ib:
+                    ib.append(dev.split("/")[0])
         elif line.startswith("NET/Socket") and "Using" in line:
             for dev in _DEV.findall(line):
                 if dev.split(":")[0] not in sock:
                     sock.append(dev.split(":")[0])
-    if used is None:
+    nets = [c[4:] for c in channels if c.startswith("NET/")]
+    if nets:
+        used = "Socket" if "Socket" in nets else nets[0]
+    elif channels:
+        used = "P2P" if "P2P" in channels else channels[0]
+    elif used is None:
         used = "IB" if ib else "Socket" if sock else None
-    return {"transport": used, "devices": ib, "sockets": sock}
+    return {"transport": used, "devices": ib, "sockets": sock, "channels": channels}
 
 
 def diagnose(gbs, lines=None, link_gbps=None, per_function_gbps=None, functions=None, management_gbps=None):
@@ -427,10 +470,13 @@ def diagnose(gbs, lines=None, link_gbps=None, per_function_gbps=None, functions=
     if net["transport"] == "Socket":
         out.append("NCCL used sockets, not RoCE/InfiniBand (NET/Socket on %s): check NCCL_IB_HCA and "
                    "NCCL_IB_DISABLE" % (", ".join(net["sockets"]) or "?"))
+    elif net["transport"] in ("P2P", "SHM"):
+        out.append("NCCL connected the ranks through %s, within one machine: no network link was measured"
+                   % "/".join(net["channels"]))
     elif net["transport"] == "IB" and functions and len(net["devices"]) < functions:
         out.append("NCCL used %s only - %d of the port's %d functions, about %s Gb/s: NCCL_IB_HCA must name every "
                    "twin" % (", ".join(net["devices"]) or "one device", len(net["devices"]), functions,
-                             per_function_gbps or "?"))
+                             "%g" % per_function_gbps if per_function_gbps else "?"))
     if management_gbps and measured <= management_gbps * 1.1:
         out.append("%.1f Gb/s is management-port speed (%g Gb/s): the traffic may have gone over the management "
                    "network; check NCCL_SOCKET_IFNAME" % (measured, management_gbps))

@@ -68,6 +68,67 @@ def render(summary):
     return lines
 
 
+def _cell(value):
+    return "-" if value is None or value == "" else str(value).replace("|", "/")
+
+
+def cross_host_lines(cross):
+    """Markdown for the fleet summary's `cross_host` (xhost_collectives): each host pair against its link, the
+    slow ones with why, each failed host's diagnosis, the hosts that never joined."""
+    if not cross:
+        return []
+    verdict = "PASS" if cross.get("passed") else "FAIL"
+    lines = ["## Collectives across hosts", "",
+             "%s: %d hosts, backend %s, checked %s (threshold: %s of the link%s)." % (
+                 verdict, len(cross.get("hosts") or []), _cell(cross.get("backend")), _cell(cross.get("at")),
+                 "%.0f%%" % (100 * cross["min_fraction"]) if cross.get("min_fraction") else "no fraction",
+                 ", %g GB/s" % cross["min_gbs"] if cross.get("min_gbs") else ""), ""]
+    pairs = cross.get("pairs") or []
+    if pairs:
+        lines += ["| a | b | GB/s | link Gb/s | % of link | slow | why |", "|---|---|---|---|---|---|---|"]
+        for p in pairs:
+            why = [p["why"]] if p.get("why") else []
+            why += list(p.get("diagnosis") or [])
+            if p.get("exact") is False:
+                why.append("result not exact")
+            lines.append("| %s | %s | %.3f | %s | %s | %s | %s |" % (
+                _cell(p.get("a")), _cell(p.get("b")), p.get("gbs") or 0.0,
+                "%g" % p["link_gbps"] if p.get("link_gbps") else "-", _cell(p.get("pct_of_link")),
+                "SLOW" if p.get("slow") else "no", _cell("; ".join(why))))
+        lines.append("")
+    elif cross.get("slowest"):
+        s = cross["slowest"]
+        lines += ["Slowest pair: %s - %s, %s GB/s." % (s.get("a"), s.get("b"), s.get("gbs")), ""]
+    diagnosis = cross.get("diagnosis") or {}
+    for host in cross.get("failed_hosts") or []:
+        lines.append("- **%s failed**: %s" % (host, "; ".join(diagnosis.get(host) or ["no diagnosis"])))
+    if cross.get("missing"):
+        lines.append("- never joined: %s" % ", ".join(cross["missing"]))
+    if cross.get("report"):
+        lines.append("- report: `%s`" % cross["report"])
+    return lines
+
+
+def render_markdown(fleet):
+    """fleet-summary.md: one row per host of fleet-summary.json, then its `cross_host` entry when there is one."""
+    lines = ["# Fleet summary", "", "| host | state | class | generation | builder | error |",
+             "|---|---|---|---|---|---|"]
+    for name in sorted(k for k, v in fleet.items() if k != "cross_host" and isinstance(v, dict)):
+        entry = fleet[name]
+        builder = "-"
+        if entry.get("builder"):
+            builder = "yes (%s)" % (", ".join(entry.get("builds") or []) or "built nothing")
+        generation = entry.get("generation")
+        if generation is not None and entry.get("how"):
+            generation = "%s (%s)" % (generation, entry["how"])
+        lines.append("| %s | %s | %s | %s | %s | %s |" % (
+            name, _cell(entry.get("state")), _cell(entry.get("class")), _cell(generation), builder,
+            _cell(entry.get("error"))))
+    if fleet.get("cross_host"):
+        lines += [""] + cross_host_lines(fleet["cross_host"])
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
 def write(report_dir, summary, now=None):
     """Write fleet-summary.json and append the run to fleet-history.jsonl; returns the paths."""
     os.makedirs(report_dir, mode=0o755, exist_ok=True)

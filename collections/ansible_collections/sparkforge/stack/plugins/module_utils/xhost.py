@@ -245,12 +245,14 @@ def render_markdown(summary):
                                            r.get("status")))
     judged = summary.get("judged") or {}
     if judged.get("pairs"):
-        lines += ["", "| pair | size | GB/s | % of link | exact | |", "|---|---|---|---|---|---|"]
+        lines += ["", "| pair | size | GB/s | link Gb/s | % of link | exact | slow | why |",
+                  "|---|---|---|---|---|---|---|---|"]
         for p in judged["pairs"]:
-            lines.append("| %s - %s | %d MiB | %.3f | %s | %s | %s |" % (
+            lines.append("| %s - %s | %d MiB | %.3f | %s | %s | %s | %s | %s |" % (
                 p["a"], p["b"], p["bytes"] // 2 ** 20, p["gbs"],
+                "%g" % p["link_gbps"] if p.get("link_gbps") else "-",
                 p["pct_of_link"] if p["pct_of_link"] is not None else "-", "yes" if p["exact"] else "NO",
-                p["why"] or ""))
+                "SLOW" if p.get("slow") else "no", pair_why(p)))
         s = judged["slowest"]
         lines += ["", "Slowest pair: %s - %s, %.3f GB/s%s." % (
             s["a"], s["b"], s["gbs"], " (%s%% of %g Gb/s)" % (s["pct_of_link"], s["link_gbps"])
@@ -261,6 +263,42 @@ def render_markdown(summary):
             for why in summary["per_host"].get(h, {}).get("diagnosis") or []:
                 lines.append("- %s: %s" % (h, why))
     return "\n".join(lines) + "\n"
+
+
+def pair_why(pair):
+    """One cell: why the pair is slow (the threshold it missed), then NCCL's and the fabric's explanation."""
+    return "; ".join([pair["why"]] * bool(pair.get("why")) + list(pair.get("diagnosis") or [])) or ""
+
+
+def diagnose_pair(pair, results):
+    """Why one slow pair is slow: fabric.diagnose with each end's NCCL lines and fabric figures, each sentence
+    once (the two ends usually say the same)."""
+    out = []
+    for h in (pair["a"], pair["b"]):
+        r = results.get(h) or {}
+        for why in fabric.diagnose(pair["gbs"], r.get("nccl_net") or [], pair.get("link_gbps"),
+                                   r.get("per_function_gbps"), r.get("functions"), r.get("management_gbps")):
+            if why not in out:
+                out.append(why)
+    return out
+
+
+def cross_host(summary, at=None, report=None):
+    """The fleet summary's `cross_host` entry: every pair against its link (a, b, GB/s, link Gb/s, % of link,
+    slow, why and NCCL's diagnosis), the slowest pair, the hosts that failed with each one's diagnosis, the
+    hosts that never joined, and whether the group passed."""
+    judged = summary.get("judged") or {}
+    pairs = [dict((k, p.get(k)) for k in ("a", "b", "bytes", "gbs", "link_gbps", "pct_of_link", "exact", "slow",
+                                          "why", "diagnosis")) for p in judged.get("pairs") or []]
+    diagnosis = {}
+    for h in summary.get("failed_hosts") or []:
+        entry = (summary.get("per_host") or {}).get(h) or {}
+        diagnosis[h] = list(entry.get("diagnosis") or []) or [entry.get("reason") or entry.get("status") or "failed"]
+    return {"at": at, "hosts": list(summary.get("hosts") or []), "backend": summary.get("backend"),
+            "min_fraction": summary.get("min_fraction"), "min_gbs": summary.get("min_gbs"),
+            "pairs": pairs, "slowest": judged.get("slowest"), "failed_hosts": list(summary.get("failed_hosts") or []),
+            "diagnosis": diagnosis, "missing": list(summary.get("missing") or []), "passed": summary.get("passed"),
+            "report": report}
 
 
 def diagnose_host(host, result, pairs):
@@ -286,7 +324,7 @@ def summarize(results, hosts, speeds, min_fraction, min_gbs=None):
                 missing.append(h)
             continue
         per_host[h] = {"status": r.get("status"), "reason": r.get("reason"), "link_gbps": speeds.get(h),
-                       "link_source": r.get("link_source")}
+                       "link_source": r.get("link_source"), "nccl_net": list(r.get("nccl_net") or [])}
         for m in r.get("missing") or []:
             if m not in missing:
                 missing.append(m)
@@ -297,6 +335,8 @@ def summarize(results, hosts, speeds, min_fraction, min_gbs=None):
     if first and first.get("status") == "ok":
         judged = judge(first.get("pairs") or [], speeds, min_fraction, min_gbs)
         bad_checks = [c for c in first.get("checks") or [] if c.get("status") != "pass"]
+        for p in judged["pairs"]:
+            p["diagnosis"] = diagnose_pair(p, results) if p["slow"] else []
         for h in judged["failed_hosts"]:
             per_host[h]["status"] = "slow link"
             per_host[h]["reason"] = "; ".join(sorted(set(p["why"] or "result not exact" for p in judged["pairs"]

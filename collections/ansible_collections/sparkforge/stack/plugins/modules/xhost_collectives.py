@@ -115,8 +115,9 @@ options:
   fleet_summary:
     description:
       - For C(summarize) - the fleet summary (C(fleet-summary.json) of M(sparkforge.stack.fleet_plan)'s playbook).
-        When it exists, it gains C(cross_host) - the slowest pair, the hosts that failed or never joined, and
-        when the check ran - so the fleet summary shows the slowest link.
+        When it exists, it gains C(cross_host) - every pair against its link (a, b, GB/s, link Gb/s, % of link,
+        slow, why with NCCL's diagnosis), the slowest pair, the hosts that failed with each one's diagnosis, the
+        hosts that never joined, and when the check ran - and C(fleet-summary.md) is written beside it.
     type: path
 notes:
   - Tested with the gloo backend across container hosts, and with NCCL on a 2-GPU machine (two ranks, one
@@ -165,8 +166,8 @@ nccl_net:
   type: list
   elements: str
 summary:
-  description: For C(summarize) - hosts, per_host (status, reason, link, diagnosis of a slow host), missing,
-    failed_hosts, judged (pairs, slowest), passed.
+  description: For C(summarize) - hosts, per_host (status, reason, link, nccl_net - the NCCL lines it read,
+    diagnosis of a slow host), missing, failed_hosts, judged (pairs with each slow pair's diagnosis, slowest), passed.
   returned: mode summarize
   type: dict
 failed_hosts:
@@ -174,6 +175,32 @@ failed_hosts:
   returned: mode summarize
   type: list
   elements: str
+missing:
+  description: For C(summarize) - the hosts that never joined or did not run.
+  returned: mode summarize
+  type: list
+  elements: str
+passed:
+  description: For C(summarize) - every host joined, every pair was measured and none failed.
+  returned: mode summarize
+  type: bool
+slowest:
+  description: For C(summarize) - the slowest pair (a, b, bytes, gbs, link_gbps, pct_of_link, slow, why, diagnosis).
+  returned: mode summarize
+  type: dict
+cross_host:
+  description:
+    - For C(summarize) - what the fleet summary gains under C(cross_host) - at, hosts, backend, min_fraction,
+      min_gbs, pairs (a, b, bytes, gbs, link_gbps, pct_of_link, exact, slow, why, diagnosis - NCCL's and the
+      fabric's explanation of a slow pair), slowest, failed_hosts, diagnosis (host to its sentences), missing,
+      passed, report.
+  returned: mode summarize
+  type: dict
+report_files:
+  description: For C(summarize) - the files written (json, markdown; fleet_summary and fleet_summary_markdown when
+    the fleet summary existed).
+  returned: mode summarize
+  type: dict
 """
 
 import json
@@ -182,7 +209,7 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.sparkforge.stack.plugins.module_utils import xhost
+from ansible_collections.sparkforge.stack.plugins.module_utils import fleet_report, xhost
 from ansible_collections.sparkforge.stack.plugins.module_utils.build_common import atomic_write_text, makedirs
 
 
@@ -239,20 +266,22 @@ def summarize(module, p):
         atomic_write_text(files["json"], json.dumps(summary, indent=1, sort_keys=True) + "\n")
         atomic_write_text(files["markdown"], xhost.render_markdown(summary))
     slowest = (summary["judged"] or {}).get("slowest")
+    cross = xhost.cross_host(summary, at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                             report=files.get("markdown"))
     if p["fleet_summary"] and os.path.isfile(p["fleet_summary"]) and not module.check_mode:
         try:
             with open(p["fleet_summary"]) as handle:
                 fleet = json.load(handle)
         except (IOError, OSError, ValueError) as exc:
             module.fail_json(msg="cannot read the fleet summary %s: %s" % (p["fleet_summary"], exc))
-        fleet["cross_host"] = {"at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "hosts": p["hosts"],
-                               "slowest": slowest, "failed_hosts": summary["failed_hosts"],
-                               "missing": summary["missing"], "passed": summary["passed"],
-                               "report": files.get("markdown")}
+        fleet["cross_host"] = cross
         atomic_write_text(p["fleet_summary"], json.dumps(fleet, indent=2, sort_keys=True) + "\n")
         files["fleet_summary"] = p["fleet_summary"]
+        files["fleet_summary_markdown"] = os.path.splitext(p["fleet_summary"])[0] + ".md"
+        atomic_write_text(files["fleet_summary_markdown"], fleet_report.render_markdown(fleet))
     module.exit_json(changed=False, summary=summary, failed_hosts=summary["failed_hosts"],
-                     missing=summary["missing"], passed=summary["passed"], slowest=slowest, report_files=files)
+                     missing=summary["missing"], passed=summary["passed"], slowest=slowest, cross_host=cross,
+                     report_files=files)
 
 
 def main():
