@@ -15,6 +15,9 @@ SUITE=bookworm
 # What every host needs for Ansible and for the stack's build fixtures.  The roles still
 # install what they need themselves; having it here only saves emulated minutes.
 PACKAGES=python3,python3-apt,python3-venv,python3-dev,ca-certificates,gnupg,git,procps,gcc,g++,make,cmake,ninja-build,xz-utils,curl
+# amd64 hosts also stand in for a cluster's nodes (tests/test_xhost_containers.py): sshd for the
+# passwordless SSH between them, iproute2, and Debian's netplan.io to validate the fabric's drop-in.
+PACKAGES_AMD64=$PACKAGES,openssh-server,iproute2,netplan.io
 PACKAGES_ARM64=$PACKAGES
 RECIPE_VERSION=2
 CACHE_DIR=${SPARKFORGE_CACHE:-$HOME/.cache/sparkforge}/images
@@ -50,7 +53,7 @@ mirror=$(debian_mirror)
 for arch in "${arches[@]}"; do
   case "$arch" in amd64|arm64) ;; *) echo "unsupported arch $arch (amd64, arm64)" >&2; exit 2;; esac
   [ "$arch" = arm64 ] && enable_binfmt
-  packages=$PACKAGES
+  packages=$PACKAGES_AMD64
   [ "$arch" = arm64 ] && packages=$PACKAGES_ARM64
   recipe="$RECIPE_VERSION $SUITE $arch $packages"
   hash=$(printf '%s' "$recipe" | sha256sum | cut -c1-16)
@@ -84,6 +87,8 @@ for arch in "${arches[@]}"; do
     end=$(date +%s)
     # Containers reach Debian over plain HTTP; keep the image's apt lists empty and small.
     rm -rf "$root"/var/cache/apt/archives/*.deb "$root"/var/lib/apt/lists/*
+    # openssh-server's postinst made host keys: every container would share them. A host makes its own.
+    rm -f "$root"/etc/ssh/ssh_host_*
     tar -C "$root" -cf "$tarball.tmp" .
     mv "$tarball.tmp" "$tarball"
     rm -rf "$root"
