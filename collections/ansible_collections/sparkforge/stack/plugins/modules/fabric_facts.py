@@ -52,7 +52,10 @@ options:
         read from the kernel (C(SIOCGIFADDR)). Tests pass it with a stand-in tree.
     type: dict
   fabric_interface:
-    description: A netdev or RDMA device of the port to compute the NCCL variables for; default the only cabled port.
+    description:
+      - A netdev or RDMA device of the port to compute the NCCL variables for; default the only cabled port.
+      - A name that is neither fails the task; a netdev without RDMA (the management port) returns no port and is
+        left to M(sparkforge.stack.fabric_plan) to judge.
     type: str
 attributes:
   check_mode:
@@ -127,7 +130,9 @@ def main():
     port, env, notes = None, {}, []
     if p["fabric_interface"]:
         port = fabric.port_of(facts["ports"], p["fabric_interface"])
-        if port is None:
+        # A netdev without RDMA (the management port, a plain NIC) is for fabric_plan to judge with the
+        # whole cluster in view; only a name that is no interface at all stops this host here.
+        if port is None and p["fabric_interface"] not in facts["netdevs"]:
             module.fail_json(msg="%s is not a function of any RDMA-capable port here (ports: %s)" % (
                 p["fabric_interface"], ", ".join(x["name"] for x in facts["ports"]) or "none"), fabric=facts)
     elif len(facts["cabled_ports"]) == 1:
