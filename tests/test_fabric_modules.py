@@ -1,5 +1,6 @@
 """fabric_facts and fabric_netplan run as modules (tests/helpers.run_module) on stand-in sysfs trees
-and a temporary root: seconds in all, no containers."""
+and a temporary root: seconds in all, no containers. The cluster playbook itself (check mode, the run, a
+no-op rerun, bad inputs refused) runs on container hosts in tests/test_xhost_containers.py."""
 
 import importlib.util
 import os
@@ -131,53 +132,6 @@ def test_runtime_env_adds_the_fabric_variables_only_on_a_cluster(tmp_path):
     assert facts["fabric-host"]["NCCL_IB_DISABLE"] == "0"
     assert not [k for k in facts["plain-host"] if k.startswith(("NCCL_", "GLOO_"))]
     assert facts["plain-host"]["CUDA_MODULE_LOADING"] == facts["fabric-host"]["CUDA_MODULE_LOADING"]
-
-
-def test_cluster_playbook_fabric_part_on_two_stand_in_sparks(tmp_path):
-    """playbooks/cluster.yml --tags cluster_fabric on two local hosts with stand-in trees: check mode
-    writes nothing, the run writes each drop-in and the hostfile, the rerun changes nothing, and a
-    duplicate address is refused with nothing changed."""
-    import subprocess
-    from helpers import REPO
-    for h in ("s1", "s2"):
-        fabric_trees.spark(str(tmp_path / h / "sys"), str(tmp_path / h / "proc"))
-    (tmp_path / "reports").mkdir()
-
-    def inventory(second="192.168.100.12"):
-        text = ("all:\n  vars:\n    ansible_connection: local\n    cluster_fabric_subnet: 192.168.100.0/24\n"
-                "    cluster_fabric_generate_command: ['true']\n    cluster_fabric_apply_command: ['true']\n"
-                "    cluster_fabric_confirm_timeout: 0\n    cluster_fabric_report_dir: %(t)s/reports\n  hosts:\n"
-                "    s1: {sparkforge_fabric_address: 192.168.100.11, cluster_fabric_sysfs_root: %(t)s/s1/sys,"
-                " cluster_fabric_proc_root: %(t)s/s1/proc, cluster_fabric_root: %(t)s/s1/root}\n"
-                "    s2: {sparkforge_fabric_address: %(b)s, cluster_fabric_sysfs_root: %(t)s/s2/sys,"
-                " cluster_fabric_proc_root: %(t)s/s2/proc, cluster_fabric_root: %(t)s/s2/root}\n"
-                % {"t": tmp_path, "b": second})
-        path = tmp_path / "hosts.yml"
-        path.write_text(text)
-        return str(path)
-
-    def play(*extra, second="192.168.100.12"):
-        env = dict(os.environ, ANSIBLE_PYTHON_INTERPRETER=sys.executable,
-                   ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"))
-        return subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i",
-                               inventory(second), os.path.join(REPO, "playbooks", "cluster.yml"), "--tags",
-                               "cluster_fabric"] + list(extra), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              universal_newlines=True, env=env, cwd=REPO, timeout=300)
-
-    dropin = tmp_path / "s2" / "root" / "etc" / "netplan" / "40-sparkforge-fabric.yaml"
-    proc = play("--check")
-    assert proc.returncode == 0, proc.stdout[-3000:]
-    assert not dropin.exists() and not (tmp_path / "reports" / "cluster-hostfile").exists()
-    proc = play()
-    assert proc.returncode == 0, proc.stdout[-3000:]
-    assert "- 192.168.100.12/24" in dropin.read_text()
-    assert (tmp_path / "reports" / "cluster-hostfile").read_text() == "192.168.100.11 slots=1\n192.168.100.12 slots=1\n"
-    proc = play()
-    assert proc.returncode == 0 and "changed=0" in proc.stdout and "changed=1" not in proc.stdout, proc.stdout[-3000:]
-    before = dropin.read_text()
-    proc = play(second="192.168.100.11")
-    assert proc.returncode != 0 and "s2: address 192.168.100.11 is already s1's" in proc.stdout, proc.stdout[-3000:]
-    assert dropin.read_text() == before
 
 
 def test_cli_cluster_command(tmp_path):
