@@ -58,6 +58,7 @@ def plan(hosts, mode="static", subnet=None, mtu=9000):
         errors.append("a cluster needs at least 2 hosts, got %s" % (", ".join(sorted(hosts)) or "none"))
     seen = {}
     wanted = {}
+    ipoib = []
     for host in sorted(hosts):
         spec = hosts[host] or {}
         iface = spec.get("interface")
@@ -84,6 +85,8 @@ def plan(hosts, mode="static", subnet=None, mtu=9000):
                 elif not port["cabled"]:
                     errors.append("%s: %s" % (host, _cable_hint(facts, iface, port)))
                 else:
+                    if port.get("link_layer") == "InfiniBand":
+                        ipoib.append(host)
                     entry["twins"] = [n for n in port["netdevs"] if n != iface]
                     entry["hcas"] = [f["hca"] for f in port["functions"] if f["up"]]
                     if port["degraded"]:
@@ -109,15 +112,20 @@ def plan(hosts, mode="static", subnet=None, mtu=9000):
                         errors.append("%s: address %s is already %s's" % (host, ip, seen[str(ip)]))
                     seen.setdefault(str(ip), host)
                     entry["address"] = "%s/%d" % (ip, network.prefixlen)
-        wanted[host] = int(spec.get("mtu") or mtu)
         out[host] = entry
-    # Jumbo frames only where every peer takes them: one MTU for the whole cluster.
+        if host in ipoib:
+            # IPoIB sets its own MTU: in datagram mode (the only mode of ConnectX-4 and later in enhanced
+            # IPoIB) the InfiniBand MTU less its 4-byte header, 2044 or 4092; a jumbo 9000 would not apply.
+            notes.append("%s: %s is IPoIB (InfiniBand): its MTU is left to IPoIB" % (host, iface))
+            continue
+        wanted[host] = int(spec.get("mtu") or mtu)
+    # Jumbo frames only where every peer takes them: one MTU for the whole cluster (its Ethernet hosts).
     cluster_mtu = min(wanted.values()) if wanted else None
     if wanted and len(set(wanted.values())) > 1:
         notes.append("hosts ask for different MTUs (%s): the cluster uses %s" % (
             ", ".join("%s=%d" % kv for kv in sorted(wanted.items())), cluster_mtu))
-    for entry in out.values():
-        entry["mtu"] = cluster_mtu
+    for host, entry in out.items():
+        entry["mtu"] = None if host in ipoib else cluster_mtu
     return {"hosts": out, "mtu": cluster_mtu, "errors": errors, "notes": notes}
 
 

@@ -81,6 +81,22 @@ def test_mtu_only_where_every_peer_agrees(two):
     assert res["hosts"]["spark-1"]["address"] is None and res["hosts"]["spark-1"]["link_local"]
 
 
+def test_ipoib_keeps_its_own_mtu(tmp_path):
+    """GH200s over InfiniBand: IPoIB in datagram mode takes the IB MTU less 4 bytes (2044 or 4092), so the
+    drop-in sets no MTU there, and says why."""
+    hosts = {}
+    for name, addr in (("gh200-1", "10.10.0.1"), ("gh200-2", "10.10.0.2")):
+        sysfs, proc = str(tmp_path / name), str(tmp_path / (name + "-proc"))
+        fabric_trees.gh200(sysfs, proc, hcas=2, down=(1,))
+        hosts[name] = {"interface": "ibp16s0", "address": addr, "fabric": fabric.gather(sysfs, proc)}
+    res = fabric_addr.plan(hosts, "static", "10.10.0.0/24")
+    assert res["errors"] == [] and res["mtu"] is None
+    assert [h["mtu"] for h in res["hosts"].values()] == [None, None]
+    assert res["notes"] == ["gh200-1: ibp16s0 is IPoIB (InfiniBand): its MTU is left to IPoIB",
+                            "gh200-2: ibp16s0 is IPoIB (InfiniBand): its MTU is left to IPoIB"]
+    assert "mtu:" not in fabric_addr.render_netplan(res["hosts"]["gh200-1"])
+
+
 def test_render_netplan(two):
     entry = fabric_addr.plan(two, "static", "192.168.100.0/24")["hosts"]["spark-1"]
     text = fabric_addr.render_netplan(entry)
