@@ -137,3 +137,31 @@ def run_module(name, args, check_mode=False, diff=False, env=None, timeout=600, 
     if proc.stderr:
         result.setdefault("_stderr", proc.stderr)
     return result, proc.returncode
+
+
+def user_checkout(root):
+    """A stand-in for the README's checkout, where its commands run as written: this repository's
+    playbooks, collections, library and ansible.cfg (links), ``.venv`` this Python's environment, and an
+    empty ``inventory/`` for the test's inventory files.  Returns its path."""
+    checkout = os.path.join(str(root), "checkout")
+    os.makedirs(os.path.join(checkout, "inventory"))
+    for name in ("playbooks", "collections", "library", "ansible.cfg"):
+        os.symlink(os.path.join(REPO, name), os.path.join(checkout, name))
+    os.symlink(sys.prefix, os.path.join(checkout, ".venv"))
+    return checkout
+
+
+def user_env(checkout):
+    """A user's shell in ``checkout``: its venv first on PATH, its own ansible.cfg (found there, as a user's
+    is), the sparkforge CLI working on it (SPARKFORGE_HOME)."""
+    env = dict(os.environ, PATH=os.path.join(sys.prefix, "bin") + os.pathsep + os.environ["PATH"],
+               SPARKFORGE_HOME=checkout, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
+    env.pop("ANSIBLE_CONFIG", None)
+    return env
+
+
+def user_shell(checkout, line, timeout=900):
+    """Run one README line with bash in ``checkout``, as a user would; stdout and stderr together."""
+    return subprocess.run(["bash", "-c", line], cwd=checkout, env=user_env(checkout), stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, universal_newlines=True, timeout=timeout, check=False)
+

@@ -17,6 +17,10 @@ The wheelhouse with its generations is on the controller (this machine).
 4. Faults: a rollback to a pruned generation, or to one whose wheel is corrupt, is refused before any
    host changes; a host never upgraded is left alone; a rollback on purpose; `sparkforge status`
    through the CLI all along.
+
+The commands are the README's ("Upgrading a fleet", read by tests/readme.py), run as written from a
+stand-in checkout (this repository's playbooks, collections and ansible.cfg; .venv is this Python's
+environment) whose `inventory/` holds the fleet; a rollback's `[--to G] [-l LIMIT]` are filled in.
 """
 
 import hashlib
@@ -31,8 +35,10 @@ import uuid
 import pytest
 import yaml
 
+import readme
+
 from helpers import (COLLECTIONS, CONNECTION, GB10, GH200, REPO, fake_smi, image_present, pinned_wheel, remove_containers,
-                     start_container)
+                     start_container, user_checkout, user_shell)
 
 sys.path.insert(0, COLLECTIONS)
 from ansible_collections.sparkforge.stack.plugins.module_utils import generations as gen  # noqa: E402
@@ -70,6 +76,9 @@ def fleet(tmp_path_factory):
     pip_conf.write_text("[global]\nno-index = true\nfind-links = /srv/deps\ndisable-pip-version-check = true\n")
     tag = uuid.uuid4().hex[:6]
     names = dict((h, "sparkforge-rollout-%s-%s" % (tag, h)) for h in GPUS)
+    # The README's checkout: `ansible-playbook playbooks/spark.yml -i inventory` and `.venv/bin/sparkforge`
+    # run from it as written.
+    checkout = user_checkout(root)
     hosts = {}
     try:
         for host, name in names.items():
@@ -107,16 +116,22 @@ def fleet(tmp_path_factory):
                                     "torchaudio": "file://%s" % (repos / "torchaudio")},
             "torch_domains_jobs": 1,
         }
-        inventory = root / "inventory.yml"
-        inventory.write_text(yaml.safe_dump({"all": {"hosts": hosts, "vars": group}}, sort_keys=False))
-        yield {"root": root, "inventory": str(inventory), "names": names}
+        inventory = os.path.join(checkout, "inventory", "hosts.yml")
+        with open(inventory, "w") as handle:
+            yaml.safe_dump({"all": {"hosts": hosts, "vars": group}}, handle, sort_keys=False)
+        yield {"root": root, "inventory": inventory, "names": names, "checkout": checkout}
     finally:
         remove_containers(names.values())
 
 
-def ansible_env():
-    return dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"), ANSIBLE_NOCOLOR="1",
-                ANSIBLE_FORCE_COLOR="0")
+def readme_line(starts, **fill):
+    """The README's "Upgrading a fleet" line starting with ``starts``, its comment dropped and each
+    ``[--opt VALUE]`` replaced by ``fill[opt]`` (or left out)."""
+    line = readme.command("### Upgrading a fleet", starts).split("  #")[0].strip()
+    for opt in re.findall(r"\[(-[-\w]+) \w+\]", line):
+        value = fill.get(opt.lstrip("-"))
+        line = re.sub(r"\[%s \w+\]" % re.escape(opt), "%s %s" % (opt, value) if value else "", line)
+    return " ".join(line.split())
 
 
 def on(fleet, host, *cmd, stdin=None):
@@ -132,11 +147,13 @@ def read_json(fleet, host, path):
     return json.loads(proc.stdout)
 
 
-def play(fleet, playbook, *extra, inventory=None):
-    proc = subprocess.run([os.path.join(BIN, "ansible-playbook"), playbook, "-i", inventory or fleet["inventory"],
-                           "-e", "sparkforge_serial=2"] + list(extra), cwd=REPO, env=ansible_env(),
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, timeout=900,
-                          check=False)
+def shell(fleet, line, timeout=900):
+    return user_shell(fleet["checkout"], line, timeout=timeout)
+
+
+def play(fleet):
+    """The README's upgrade command, as written."""
+    proc = shell(fleet, readme_line("ansible-playbook playbooks/spark.yml"))
     recap = {m.group(1): {"changed": int(m.group(2)), "failed": int(m.group(3))} for m in re.finditer(
         r"^(\S+)\s+: ok=\d+\s+changed=(\d+)\s+unreachable=\d+\s+failed=(\d+)", proc.stdout, re.M)}
     fleet["runs"] = fleet.get("runs", 0) + 1  # each run's output stays beside the fleet, for a person
@@ -144,8 +161,15 @@ def play(fleet, playbook, *extra, inventory=None):
     return proc, recap
 
 
-def provision(fleet, *extra):
-    proc, recap = play(fleet, "playbooks/spark.yml", *extra)
+def rollback(fleet, **fill):
+    """The README's rollback command with its options filled in, and --json: (exit code, result)."""
+    proc = shell(fleet, readme_line(".venv/bin/sparkforge rollback", **fill) + " --json -q")
+    (fleet["root"] / ("rollback-%s.log" % uuid.uuid4().hex[:4])).write_text(proc.stdout)
+    return proc.returncode, json.loads(proc.stdout[proc.stdout.index("{"):])
+
+
+def provision(fleet):
+    proc, recap = play(fleet)
     with open(fleet["root"] / "reports" / "fleet-history.jsonl") as handle:
         last = json.loads(handle.read().splitlines()[-1])["hosts"]
     return proc, recap, last
@@ -188,11 +212,11 @@ def imports(fleet, host):
               "import torch, torchvision, torchaudio; print(torch.__version__, torchvision.__version__)")
 
 
-def status(fleet, *extra):
-    proc = subprocess.run([os.path.join(BIN, "sparkforge"), "status", "-i", fleet["inventory"], "--json", "-q"]
-                          + list(extra), cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          universal_newlines=True, timeout=600, check=False)
-    return proc.returncode, json.loads(proc.stdout), proc.stderr
+def status(fleet):
+    """The README's status command, as written, and with --json -q: (exit code, result, its output)."""
+    line = readme_line(".venv/bin/sparkforge status")
+    proc = shell(fleet, line + " --json -q", timeout=600)
+    return proc.returncode, json.loads(proc.stdout[proc.stdout.index("{"):]), proc.stdout
 
 
 def test_generations_gate_rollback_and_status(fleet):
@@ -280,34 +304,39 @@ def test_generations_gate_rollback_and_status(fleet):
 
     # 4a. Rollbacks refused before any host changes: to a pruned generation; to one with a corrupt wheel.
     before = {h: (record(fleet, h), venv_wheels(fleet, h)) for h in GPUS}
-    proc, recap = play(fleet, "playbooks/rollback.yml", "-e", "sparkforge_rollback_to=1", "-l", "b1,b2")
-    assert proc.returncode == 2 and "generation 1 of %s was pruned" % cls["b1"] in proc.stdout, \
-        proc.stdout[-6000:]
+    rc, result = rollback(fleet, to="1", l="b1,b2")
+    assert rc == 2 and "generation 1 of %s was pruned" % cls["b1"] in json.dumps(result), result
     entry = [w for w in generations(fleet, cls["a1"])["generations"][0]["wheels"] if w["name"] == "torchaudio"][0]
     path = fleet["root"] / "wheelhouse" / generations(fleet, cls["a1"])["generations"][0]["class"] / entry["dir"] \
         / entry["file"]
     good = path.read_bytes()
     path.write_bytes(good + b"corrupt")
     try:
-        proc, recap = play(fleet, "playbooks/rollback.yml", "-l", "a1,a2")
+        rc, result = rollback(fleet, l="a1,a2")
     finally:
         path.write_bytes(good)
-    assert proc.returncode == 2 and "generation 1 of %s cannot be installed" % cls["a1"] in proc.stdout
-    assert "the generation records %s" % hashlib.sha256(good).hexdigest() in proc.stdout
+    text = json.dumps(result)
+    assert rc == 2 and "generation 1 of %s cannot be installed" % cls["a1"] in text, result
+    assert "the generation records %s" % hashlib.sha256(good).hexdigest() in text
     assert {h: (record(fleet, h), venv_wheels(fleet, h)) for h in GPUS} == before
 
     # 4b. A rollback on purpose (a1 to its previous generation); a host never upgraded is left alone.
-    fresh = fleet["root"] / "fresh-inventory.yml"
+    # n1: a host never upgraded through generations (a2's container, another prefix), in the inventory
+    # for this rollback only.
     with open(fleet["inventory"]) as handle:
         data = yaml.safe_load(handle)
-    # n1: a host never upgraded through generations (a2's container, another prefix).
-    data["all"]["hosts"] = {"a1": data["all"]["hosts"]["a1"],
-                            "n1": dict(data["all"]["hosts"]["a2"], sparkforge_prefix="/opt/n1")}
-    fresh.write_text(yaml.safe_dump(data, sort_keys=False))
-    proc, recap = play(fleet, "playbooks/rollback.yml", inventory=str(fresh))
-    assert proc.returncode == 0, proc.stdout[-6000:]
-    assert "n1: never upgraded through generations: nothing to roll back" in proc.stdout
-    assert recap["n1"]["changed"] == 0 and on(fleet, "a2", "test", "-e", "/opt/n1").returncode == 1
+    data["all"]["hosts"]["n1"] = dict(data["all"]["hosts"]["a2"], sparkforge_prefix="/opt/n1")
+    with open(fleet["inventory"], "w") as handle:
+        yaml.safe_dump(data, handle, sort_keys=False)
+    try:
+        rc, result = rollback(fleet, l="a1,n1")
+    finally:
+        del data["all"]["hosts"]["n1"]
+        with open(fleet["inventory"], "w") as handle:
+            yaml.safe_dump(data, handle, sort_keys=False)
+    assert rc == 0, result
+    assert result["hosts"]["n1"]["changed"] == 0 and on(fleet, "a2", "test", "-e", "/opt/n1").returncode == 1
+    assert result["hosts"]["n1"]["failed"] == 0 and not result["hosts"]["n1"]["failures"], result
     ra = record(fleet, "a1")
     assert (ra["generation"], ra["state"], ra["how"]) == (1, "rolled_back", "rolled back on request from generation 2")
     assert imports(fleet, "a1").stdout.split() == ["2.10.0", "0.25.0"]
@@ -315,8 +344,8 @@ def test_generations_gate_rollback_and_status(fleet):
     rows = dict((r["host"], r) for r in st["generations"])
     assert rows["a1"]["verdict"] == "behind: generation 1, newest 2" and rows["a1"]["state"] == "rolled_back"
     assert [rows[h]["verdict"] for h in ("a2", "b1", "b2")] == ["current"] * 3
-    text = subprocess.run([os.path.join(BIN, "sparkforge"), "status", "-i", fleet["inventory"], "-q"], cwd=REPO,
-                          stdout=subprocess.PIPE, universal_newlines=True, check=False).stdout
+    # The status line as written prints the table.
+    text = shell(fleet, readme_line(".venv/bin/sparkforge status"), timeout=600).stdout
     assert re.search(r"^a1\s+%s\s+1\s+rolled_back\s+behind: generation 1, newest 2$" % re.escape(s1["a1"]["class"]),
                      text,
                      re.M), text
