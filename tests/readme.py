@@ -23,8 +23,10 @@ def section(heading):
 def commands(heading):
     """Every command line of the ```bash blocks under ``heading`` (e.g. "### Upgrading a fleet")."""
     lines = []
-    for block in re.findall(r"^```bash\n(.*?)^```", section(heading), re.S | re.M):
-        lines += [line for line in block.splitlines() if line.strip()]
+    # A block may be indented (inside a list item): its lines are taken without the indent.
+    for indent, block in re.findall(r"^( *)```bash\n(.*?)^ *```", section(heading), re.S | re.M):
+        lines += [line[len(indent):] if line.startswith(indent) else line.strip()
+                  for line in block.splitlines() if line.strip()]
     if not lines:
         raise AssertionError("README section %r has no bash block" % heading)
     return lines

@@ -222,6 +222,7 @@ def test_4_check_mode_on_the_provisioned_host_changes_nothing(stage):
     assert "pytorch" in stage["predicted"][("provisioned", "source")], stage["predicted"]
 
 
+@pytest.mark.full  # the reruns (a source build among them) are the full suite's; the quick lane stops at stage 4
 def test_5_reruns_change_what_check_mode_said(stage):
     # The no-op rerun.
     for source in ("existing", "index"):

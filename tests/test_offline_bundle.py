@@ -13,13 +13,17 @@ torch_domains, the CUDA libraries asked for (sparkforge_dev_libraries):
 
 1. Without a bundle, preflight stops both hosts with the sources table (every source unreachable),
    and nothing on them changed (a filesystem snapshot).
-2. `sparkforge bundle -i INVENTORY --out DIR` makes the bundle; a rerun fetches nothing.
+2. `sparkforge bundle -i inventory/site.yml --out DIR` makes the bundle; a rerun through
+   `playbooks/bundle.yml` fetches nothing.
 3. Bundles that must be refused, each a preflight stop that names the item, nothing changed: an item
    missing, a file whose sha256 differs, a bundle made for another Python.
 4. With the bundle, the whole playbook converges on both (apt from the bundle's copy of the signed
    repository, cuSPARSELt's installer, pip from the bundle's wheels, the builds from its git mirrors
    and its build packages) and a rerun changes nothing.
 Submodules through the mirrors are proven in test_offline_bundle_parts.py.
+
+The commands are the README's ("Air-gapped sites"), run as written from a stand-in checkout whose
+`inventory/site.yml` is the site, with the bundle directory in place of `/srv/sparkforge-bundle`.
 """
 
 import json
@@ -33,7 +37,9 @@ import uuid
 import pytest
 import yaml
 
-from helpers import CONNECTION, GB10, GH200, REPO, fake_smi, image_present, pinned_wheel, remove_containers, start_container
+import readme
+from helpers import (CONNECTION, GB10, GH200, REPO, fake_smi, image_present, pinned_wheel, remove_containers,
+                     start_container, user_checkout, user_shell)
 
 sys.path.insert(0, os.path.join(REPO, "tests", "fixtures", "nvidia_repo"))
 import build_repo  # noqa: E402
@@ -124,25 +130,44 @@ def site(tmp_path_factory):
         "preflight_min_ram_gib": 1, "preflight_min_ram_gib_source_build": 1,
         "preflight_min_disk_gib": 1, "preflight_min_disk_gib_source_build": 1,
     }
-    inventory = root / "inventory.yml"
-    inventory.write_text(yaml.safe_dump({"all": {"hosts": hosts, "vars": group}}, sort_keys=False))
+    # The README's checkout, where its commands run as written; the site's inventory is inventory/site.yml.
+    checkout = user_checkout(root)
+    inventory = os.path.join(checkout, "inventory", "site.yml")
+    with open(inventory, "w") as handle:
+        yaml.safe_dump({"all": {"hosts": hosts, "vars": group}}, handle, sort_keys=False)
     try:
         for host in HOSTS:
             start_container(names[host], network="none", volumes=["%s:/opt/fake-gpu:ro" % (root / ("gpu-" + host))])
-        yield {"root": root, "inventory": str(inventory), "names": names, "tree": tree}
+        yield {"root": root, "inventory": inventory, "names": names, "tree": tree, "checkout": checkout}
     finally:
         remove_containers(names.values())
 
 
-def ansible_env():
-    return dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"), ANSIBLE_NOCOLOR="1",
-                ANSIBLE_FORCE_COLOR="0")
+def recap_of(proc):
+    return dict((m.group(1), (int(m.group(2)), int(m.group(3)))) for m in re.finditer(
+        r"^(\S+)\s+: ok=\d+\s+changed=(\d+)\s+unreachable=\d+\s+failed=(\d+)", proc.stdout, re.M))
 
 
-def spark(site, *extra):
-    proc = subprocess.run([os.path.join(BIN, "ansible-playbook"), "playbooks/spark.yml", "-i", site["inventory"]]
-                          + list(extra), cwd=REPO, env=ansible_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          universal_newlines=True, timeout=900, check=False)
+def bundle_lines(out):
+    """README "Air-gapped sites", step 1's two commands, the bundle directory ``out`` for the README's."""
+    lines = readme.commands("### Air-gapped sites")
+    assert len(lines) == 2 and lines[1].startswith("# or: "), lines
+    return [line.replace("# or: ", "").replace("/srv/sparkforge-bundle", out) for line in lines]
+
+
+def spark(site, bundle=None):
+    """Step 3 as the README has it: `sparkforge_bundle` set in the inventory (or not), then
+    `ansible-playbook playbooks/spark.yml -i inventory/site.yml` in the checkout."""
+    with open(site["inventory"]) as handle:
+        data = yaml.safe_load(handle)
+    data["all"]["vars"].pop("sparkforge_bundle", None)
+    if bundle:
+        data["all"]["vars"]["sparkforge_bundle"] = bundle
+    with open(site["inventory"], "w") as handle:
+        yaml.safe_dump(data, handle, sort_keys=False)
+    line = "ansible-playbook playbooks/spark.yml -i inventory/site.yml"
+    assert "run `%s` as usual" % line in " ".join(readme.section("### Air-gapped sites").split())
+    proc = user_shell(site["checkout"], line)
     recap = dict((m.group(1), (int(m.group(2)), int(m.group(3)))) for m in re.finditer(
         r"^(h\d)\s+: ok=\d+\s+changed=(\d+)\s+unreachable=\d+\s+failed=(\d+)", proc.stdout, re.M))
     site["runs"] = site.get("runs", 0) + 1  # each run's output stays beside the test's files, for a person
@@ -187,11 +212,10 @@ def test_offline_hosts_from_a_bundle(site):
         assert re.search(r"h\d\s+%s\s+file://" % re.escape(source), proc.stdout), source  # its row in the table
     assert "Preflight found" in proc.stdout and "nothing was changed" in proc.stdout
 
-    # 2. The bundle, made where the sources are: `sparkforge bundle`.
+    # 2. The bundle, made where the sources are: `sparkforge bundle`, the README's line.
     bundle = str(site["root"] / "bundle")
-    made = subprocess.run([os.path.join(BIN, "sparkforge"), "bundle", "-i", site["inventory"], "--out", bundle,
-                           "--plain"], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          universal_newlines=True, timeout=900, check=False)
+    make, make_again = bundle_lines(bundle)
+    made = user_shell(site["checkout"], make)
     (site["root"] / "bundle.log").write_text(made.stdout)
     assert made.returncode == 0, made.stdout[-6000:]
     with open(os.path.join(bundle, "manifest.json")) as handle:
@@ -223,12 +247,10 @@ def test_offline_hosts_from_a_bundle(site):
         ("pytorch", "v2.10.0"), ("torchaudio", "v2.10.0"), ("torchvision", "v0.25.0")]
     for item in manifest["items"]:
         assert len(item["sha256"]) == 64 and item["size"] >= 0 and item["origin"], item
-    # A rerun fetches nothing.
-    again = subprocess.run([os.path.join(BIN, "sparkforge"), "bundle", "-i", site["inventory"], "--out", bundle,
-                            "--json", "-q"], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                           universal_newlines=True, timeout=900, check=False)
-    assert again.returncode == 0, again.stderr[-3000:]
-    assert [h["changed"] for h in json.loads(again.stdout)["hosts"].values()] == [0, 0], again.stdout[-3000:]
+    # A rerun, the README's other form (the playbook), fetches nothing.
+    again = user_shell(site["checkout"], make_again)
+    assert again.returncode == 0, again.stdout[-3000:]
+    assert recap_of(again) and all(changed == 0 for changed, _ in recap_of(again).values()), again.stdout[-3000:]
 
     # 3. Bundles that must be refused by name, before anything changes.
     def drop_installer(dest, m):
@@ -258,13 +280,13 @@ def test_offline_hosts_from_a_bundle(site):
                                  r"ubuntu2404-amd64-py3\.12 only, this host is ubuntu2404-amd64-py3\.11"),
     }
     for name, (edit, expected) in refusals.items():
-        proc, recap = spark(site, "-e", "sparkforge_bundle=%s" % bad_copy(site, bundle, "bad-" + name, edit))
+        proc, recap = spark(site, bad_copy(site, bundle, "bad-" + name, edit))
         assert proc.returncode == 2 and recap == {"h1": (0, 1), "h2": (0, 1)}, (name, proc.stdout[-6000:])
         assert re.search(expected, proc.stdout), (name, proc.stdout[-6000:])
     assert dict((h, snapshot(site, h)) for h in HOSTS) == before, "a refused run changed a host"
 
     # 4. With the bundle: the whole playbook converges offline on both, and a rerun changes nothing.
-    proc, recap = spark(site, "-e", "sparkforge_bundle=%s" % bundle)
+    proc, recap = spark(site, bundle)
     assert proc.returncode == 0 and all(c > 0 and f == 0 for c, f in recap.values()), proc.stdout[-8000:]
     assert re.search(r"h1\s+cuda_libs: CUDA apt repository\s+file://\S+\s+bundle:\s+apt/ubuntu2404/x86_64",
                      proc.stdout)
@@ -283,5 +305,5 @@ def test_offline_hosts_from_a_bundle(site):
                            "git -C /opt/sparkforge/build/pytorch/src remote get-url origin").stdout
     assert built.strip() == "file://%s/%s" % (HOST_BUNDLE, [s for s in mirrors if s["url"].endswith("/pytorch")][0][
         "targets"]["any"]["path"]), built
-    proc, recap = spark(site, "-e", "sparkforge_bundle=%s" % bundle)
+    proc, recap = spark(site, bundle)
     assert proc.returncode == 0 and recap == {"h1": (0, 0), "h2": (0, 0)}, proc.stdout[-8000:]

@@ -5,8 +5,8 @@ Two containers from the test bed's amd64 image (molecule/shared/build-images.sh)
 network of their own (MTU 9000), reached by Ansible through the podman connection. What is real and
 what stands in:
 
-- real: the playbook, its roles and modules, run from the repository root with the README's command
-  lines (only the inventory's path differs); Debian's netplan.io, whose ``netplan generate`` (the role's
+- real: the playbook, its roles and modules, run with the README's command lines as written, from a
+  stand-in checkout (helpers.user_checkout) whose inventory/sparks.yml is the cluster; Debian's netplan.io, whose ``netplan generate`` (the role's
   default command) validates each host's drop-in in /etc/netplan and renders it for systemd-networkd;
   sshd on each host with a host key of its own, and the logins between the hosts that cluster_ssh set
   up (``ssh -o BatchMode=yes`` from inside a container, StrictHostKeyChecking on); the revert timer
@@ -44,13 +44,14 @@ import importlib.util
 import pytest
 import yaml
 
-from helpers import CONNECTION, REPO, image_present, remove_containers, run_module, start_container
+import readme
+from helpers import (CONNECTION, REPO, image_present, remove_containers, run_module, start_container, user_checkout,
+                     user_shell)
 from testbed import exec_, fs_snapshot
 
 TORCH = "torch==2.13.0+cpu"
 TORCH_DIR = os.path.expanduser("~/.cache/sparkforge/xhost-torch-2.13.0")
 BIN = os.path.dirname(sys.executable)
-README = os.path.join(REPO, "README.md")
 
 # The unit tests' stand-in sysfs trees (one builder for every fabric test).
 _TREES = os.path.join(REPO, "collections", "ansible_collections", "sparkforge", "stack", "tests", "unit", "plugins",
@@ -69,11 +70,7 @@ needs_image = pytest.mark.skipif(not image_present(), reason="podman or the test
 
 def readme_cluster_commands():
     """The command block of the README's "Linking Sparks", line by line, as written."""
-    with open(README) as handle:
-        text = handle.read()
-    section = text[text.index("### Linking Sparks"):]
-    section = section[:section.index("\n### ")]
-    return [line for line in re.search(r"```bash\n(.*?)```", section, re.S).group(1).splitlines() if line.strip()]
+    return readme.commands("### Linking Sparks")
 
 
 @pytest.fixture(scope="module")
@@ -136,24 +133,23 @@ def cluster(torch_dir, tmp_path_factory):
             "xhost_master_addr": addresses["x1"], "xhost_report_dir": str(reports),
             "xhost_link_speed_gbps": 1.0, "xhost_sizes": [1 << 20, 4 << 20], "xhost_iters": 3,
             "xhost_join_timeout": 20, "xhost_op_timeout": 60}
-        inventory = root / "sparks.yml"
-        inventory.write_text(yaml.safe_dump({"all": {"children": {"sparks": {"hosts": hosts, "vars": group}}}}))
-        yield {"inventory": str(inventory), "names": names, "root": root, "reports": reports,
-               "addresses": addresses, "subnet": subnet}
+        # The README's checkout, where its commands run as written: the cluster is inventory/sparks.yml.
+        checkout = user_checkout(root)
+        inventory = os.path.join(checkout, "inventory", "sparks.yml")
+        with open(inventory, "w") as handle:
+            yaml.safe_dump({"all": {"children": {"sparks": {"hosts": hosts, "vars": group}}}}, handle)
+        yield {"inventory": inventory, "names": names, "root": root, "reports": reports,
+               "addresses": addresses, "subnet": subnet, "checkout": checkout}
     finally:
         remove_containers(names.values())
         subprocess.run(["podman", "network", "rm", "-f", net], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                        timeout=120)
 
 
-def run(command, cluster, *extra):
-    """One command line as written, from the repository root; the inventory is the cluster's."""
-    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"), ANSIBLE_NOCOLOR="1",
-               ANSIBLE_FORCE_COLOR="0", PATH=BIN + os.pathsep + os.environ.get("PATH", ""))
-    line = re.sub(r"-i \S+", "-i %s" % cluster["inventory"], command) + "".join(" " + e for e in extra)
+def run(line, cluster):
+    """One README command line as written, in the stand-in checkout."""
     start = time.time()
-    proc = subprocess.run(["bash", "-c", line], cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          universal_newlines=True, timeout=900)
+    proc = user_shell(cluster["checkout"], line)
     cluster["seconds"] = time.time() - start
     # Each run's output stays in pytest's temporary directory, for a person.
     cluster["runs"] = cluster.get("runs", 0) + 1
@@ -219,7 +215,9 @@ def test_cluster_check_then_run_then_a_rerun_that_changes_nothing(cluster):
                                      % (DROPIN, DROPIN, port, port, port))
         assert "    %s:\n" % port in text and "        - %s/%d\n" % (addr[host], prefix) in text, text
         assert "No such file" in text, text
-        assert "Address=%s/%d" % (addr[host], prefix) in text and "MTUBytes=9000" in text, text
+        assert "Address=%s/%d" % (addr[host], prefix) in text, text
+        # Jumbo frames on the RoCE port; an IPoIB port keeps IPoIB's MTU (the drop-in sets none).
+        assert ("MTUBytes=9000" in text) == (profile == "spark"), text
         assert "inet %s/%d" % (addr[host], prefix) in text and text.strip().endswith("9000"), text
         if profile == "spark":
             assert "    enP2p1s0f1np1:\n" in text, text   # the twin: the MTU, no address
@@ -274,14 +272,16 @@ def test_bad_inputs_are_refused_before_any_change(cluster):
     hosts["x1"]["sparkforge_fabric_interface"] = "enp1s0f0np0"
     hosts["x2"]["sparkforge_fabric_address"] = cluster["addresses"]["x1"]
     hosts["x2"]["sparkforge_fabric_interface"] = "enP9p1s0"
-    bad = cluster["root"] / "bad.yml"
-    bad.write_text(yaml.safe_dump(inventory))
+    with open(cluster["inventory"]) as handle:
+        good = handle.read()
     before = snapshots(cluster)
-    good, cluster["inventory"] = cluster["inventory"], str(bad)
     try:
+        with open(cluster["inventory"], "w") as handle:
+            yaml.safe_dump(inventory, handle)
         rc, out = run(readme_cluster_commands()[1], cluster)
     finally:
-        cluster["inventory"] = good
+        with open(cluster["inventory"], "w") as handle:
+            handle.write(good)
     assert rc != 0, out[-4000:]
     assert "the cluster's fabric cannot be configured, nothing changed" in out, out[-4000:]
     assert ("x1: enp1s0f0np0 has no link but enp1s0f1np1 has: move the cable from the port of enp1s0f1np1 / "
@@ -296,8 +296,12 @@ def test_a_host_that_never_joins_is_named_within_the_join_timeout(cluster):
     """playbooks/xhost.yml on its own, x2 stopped: Ansible finds it unreachable, the others wait for it for
     the join timeout only (each host's xhost_ifname is its fabric port, from the inventory)."""
     subprocess.run(["podman", "stop", "-t", "0", cluster["names"]["x2"]], check=True, stdout=subprocess.DEVNULL)
-    rc, out = run("ansible-playbook playbooks/xhost.yml -i inventory -e xhost_group=sparks", cluster,
-                  "-e xhost_master_port=29612 -e xhost_join_timeout=10")
+    with open(cluster["inventory"]) as handle:
+        inventory = yaml.safe_load(handle)
+    inventory["all"]["children"]["sparks"]["vars"].update(xhost_master_port=29612, xhost_join_timeout=10)
+    with open(cluster["inventory"], "w") as handle:
+        yaml.safe_dump(inventory, handle)
+    rc, out = run(readme.command("### Collectives across hosts", "ansible-playbook playbooks/xhost.yml"), cluster)
     assert rc != 0, out[-4000:]
     summary = json.loads((cluster["reports"] / "xhost.json").read_text())
     assert summary["missing"] == ["x2"] and not summary["passed"], summary
