@@ -6,6 +6,8 @@ import os
 import subprocess
 import sys
 
+import readme
+from helpers import REPO, user_env
 from sparkforge import cli
 
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "api")
@@ -110,3 +112,21 @@ def test_module_entry_point_plan(tmp_path):
     assert data["action"] == "plan" and data["check"] is True
     assert data["hosts"]["builder"]["plan"]["platform_class"] == "fixture_builder"
     assert data["hosts"]["good"]["problems"] == []
+
+
+def test_the_readme_cli_lines_as_written():
+    """README "Python API and CLI", its first two lines as written, from the repository root on this machine
+    (no GPU, no fleet): the example fleet's hosts cannot be reached (exit 3, each one named); the default
+    inventory's host (this machine) stops in preflight in check mode (exit 2)."""
+    lines = readme.commands("### Python API and CLI")
+    plan, check = lines[0], lines[1]
+    assert plan.startswith(".venv/bin/sparkforge plan -i inventory/examples/fleet") and \
+        check == ".venv/bin/sparkforge provision -i inventory --check", lines
+    env = user_env(REPO)
+    runs = [subprocess.run(["bash", "-c", line], cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           universal_newlines=True, timeout=600, check=False) for line in (plan, check)]
+    assert runs[0].returncode == 3, runs[0].stdout[-3000:]
+    for host in ("spark-01", "spark-02", "gh200-01", "gh200-02"):
+        assert host in runs[0].stdout, (host, runs[0].stdout[-3000:])
+    assert runs[1].returncode == 2, runs[1].stdout[-3000:]
+    assert "Preflight" in runs[1].stdout or "preflight" in runs[1].stdout, runs[1].stdout[-3000:]
