@@ -1,10 +1,13 @@
 """The shared container test bed: four GPU-less stand-ins of the platforms sparkforge provisions,
 started once per test run and used by the pytest journey and every molecule scenario.
 
-    hopper-amd64    x86_64, a fake H100 (the check-mode matrix and the journey's converge run here)
-    spark-arm64     aarch64 under qemu-user, a fake GB10 (DGX Spark)
-    gh200-arm64     aarch64 under qemu-user, a fake GH200
-    offline-amd64   x86_64 with no network at all (``--network none``), a fake GB10
+    hopper-amd64    x86_64, a fake H100 (every molecule scenario)
+    spark-arm64     aarch64 under qemu-user, a fake GB10 (DGX Spark; every molecule scenario)
+    gh200-arm64     aarch64 under qemu-user, a fake GH200 (molecule's fleet)
+    offline-amd64   x86_64 with no network at all (``--network none``), a fake GB10 (pytest's journey:
+                    the check-mode matrix, converge and reruns)
+
+Ansible reaches them through CONNECTION, the pipelined podman connection in tests/plugins/connection/.
 
 What each host's fake ``nvidia-smi`` reports is read from molecule/shared/inventory/host_vars/<host>.yml
 (``fake_gpus``), the one place the test bed's GPUs are written down.  A host is started from the
