@@ -144,9 +144,9 @@ IB_BOTH_LOG = ("spark-1:1:2 [0] NCCL INFO NET/IB : Using [0]rocep1s0f1:1/RoCE [1
 
 def test_nccl_lines_say_the_transport():
     assert fabric.nccl_transport(fabric.nccl_net_lines(SOCKET_LOG)) == \
-        {"transport": "Socket", "devices": [], "sockets": ["enP7s7"]}
+        {"transport": "Socket", "devices": [], "sockets": ["enP7s7"], "channels": []}
     assert fabric.nccl_transport(fabric.nccl_net_lines(IB_BOTH_LOG)) == \
-        {"transport": "IB", "devices": ["rocep1s0f1:1/RoCE", "roceP2p1s0f1:1/RoCE"], "sockets": []}
+        {"transport": "IB", "devices": ["rocep1s0f1:1", "roceP2p1s0f1:1"], "sockets": [], "channels": []}
     # Older NCCL prints no "Using network": the NET/IB line decides.
     assert fabric.nccl_transport(fabric.nccl_net_lines(IB_ONE_LOG.splitlines()[0]))["transport"] == "IB"
 
@@ -157,7 +157,7 @@ def test_diagnose_slow_pairs():
     assert why[0].startswith("NCCL used sockets, not RoCE/InfiniBand (NET/Socket on enP7s7)")
     assert "management-port speed (10 Gb/s)" in why[1]
     why = fabric.diagnose(11.5, fabric.nccl_net_lines(IB_ONE_LOG), 200.0, 100.0, 2, 10.0)
-    assert why[0].startswith("NCCL used rocep1s0f1:1/RoCE only - 1 of the port's 2 functions")
+    assert why[0].startswith("NCCL used rocep1s0f1:1 only - 1 of the port's 2 functions")
     assert "one function's speed (100 of the port's 200 Gb/s)" in why[1]
     assert fabric.diagnose(23.0, fabric.nccl_net_lines(IB_BOTH_LOG), 200.0, 100.0, 2, 10.0) == []
 
