@@ -216,16 +216,3 @@ def test_held_dpkg_lock_waits_then_fails_clearly(repo, host):
     assert host.snapshot() == pristine
     # once the lock is free the same call goes through
     assert host.module(args_for(repo, lock_timeout=3))["changed"]
-
-
-def test_arm64_converges_twice(repo):
-    box = make_container("arm64")
-    try:
-        assert box.sh("uname -m").stdout.strip() == "aarch64"
-        first = box.module(args_for(repo, arch="arm64"))
-        assert first["_rc"] == 0 and first["changed"], first
-        assert_installed_081(box, first, arch="arm64")
-        second = box.module(args_for(repo, arch="arm64"))
-        assert not second["changed"] and not second["downloaded"], second
-    finally:
-        box.stop()
