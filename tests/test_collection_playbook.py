@@ -8,13 +8,13 @@ preflight on this machine (no NVIDIA GPU) without changing anything.
 """
 
 import os
-import re
 import shutil
 import subprocess
 import sys
 
 import pytest
 
+import readme
 from helpers import COLLECTION, REPO
 
 BIN = os.path.dirname(sys.executable)
@@ -25,16 +25,9 @@ def run(cmd, cwd, env, timeout=300):
                           universal_newlines=True, timeout=timeout, check=False)
 
 
-README = os.path.join(REPO, "README.md")
-
-
 def readme_commands():
     """The command block of the README's "From an installed collection", line by line, as written."""
-    with open(README) as handle:
-        text = handle.read()
-    section = text[text.index("### From an installed collection"):]
-    block = re.search(r"```bash\n(.*?)```", section, re.S).group(1)
-    return [line for line in block.splitlines() if line.strip()]
+    return readme.commands("### From an installed collection")
 
 
 def stand_in_checkout(home):
