@@ -46,12 +46,14 @@ enable_binfmt() {
 }
 
 mkdir -p "$CACHE_DIR"
-exec 9>"$CACHE_DIR/.lock"
-flock 9   # concurrent callers wait for one builder
 
 mirror=$(debian_mirror)
 for arch in "${arches[@]}"; do
   case "$arch" in amd64|arm64) ;; *) echo "unsupported arch $arch (amd64, arm64)" >&2; exit 2;; esac
+  # One builder per arch: a concurrent caller for the same arch waits, then finds the image current;
+  # the two arches build side by side (scripts/test starts arm64's early, beside amd64's).
+  exec 9>"$CACHE_DIR/.lock-$arch"
+  flock 9
   [ "$arch" = arm64 ] && enable_binfmt
   packages=$PACKAGES_AMD64
   [ "$arch" = arm64 ] && packages=$PACKAGES_ARM64
