@@ -72,19 +72,21 @@ ALL_BUT_VERIFY = ["cuda_libs", "cusparselt", "llvm", "triton", "pytorch", "torch
 TORCH_ONLY = ["triton", "pytorch", "torch_domains"]
 
 
-def make_host(root, template, source, torch=True, components=ALL_BUT_VERIFY):
-    """Inventory for localhost with its prefix under ``root``; returns a dict of paths."""
+def make_host(root, template, source, torch=True, venv=True, components=ALL_BUT_VERIFY):
+    """Inventory for localhost with its prefix under ``root``; returns a dict of paths. With ``venv``
+    false the host has no venv at all (a fresh host; tests/test_validate_playbook.py)."""
     prefix = root / "prefix"
     prefix.mkdir()
-    subprocess.run(["cp", "-a", str(template), str(prefix / "venv")], check=True)
-    # A copied venv's scripts name the template's path; the interpreter link is what matters here.
-    site = site_packages(str(prefix / "venv"))
-    if torch:
-        add_dist(site, "torch", TORCH, "+cu130")
-        for name, version in PAIRED.items():
+    if venv:
+        subprocess.run(["cp", "-a", str(template), str(prefix / "venv")], check=True)
+        # A copied venv's scripts name the template's path; the interpreter link is what matters here.
+        site = site_packages(str(prefix / "venv"))
+        if torch:
+            add_dist(site, "torch", TORCH, "+cu130")
+            for name, version in PAIRED.items():
+                add_dist(site, name, version)
+        for name, version in MINIMAL.items():
             add_dist(site, name, version)
-    for name, version in MINIMAL.items():
-        add_dist(site, name, version)
     wheelhouse = root / "wheelhouse"
     wheelhouse.mkdir()
     smi_dir = root / "smi"
