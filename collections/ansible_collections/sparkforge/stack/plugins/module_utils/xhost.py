@@ -7,7 +7,9 @@ Rendezvous is a TCPStore on the first host. Every rank first announces itself in
 first host waits for all of them up to a join timeout and, when one is missing, tells the others
 which hosts never joined, so the check ends with their names instead of hanging in
 init_process_group. Then: an all_reduce checked for the exact sum, and a ping-pong between every
-pair of hosts (send/recv, one pair at a time) for the bandwidth per pair.
+pair of hosts (send/recv) for the bandwidth per pair, in rounds of disjoint pairs (pair_rounds): all
+pairs of a round at once, a barrier between rounds, so N hosts take N-1 rounds (N for odd N), not
+N(N-1)/2 pair slots.
 
 Plain functions; the xhost_collectives module is the Ansible glue.
 """
@@ -90,36 +92,37 @@ expect = world * (world + 1) / 2.0
 checks.append({"name": "all_reduce", "status": "pass" if bool((t == expect).all()) else "fail",
                "detail": "sum over %d hosts: %s, expected %s" % (world, t[0].item(), expect)})
 pairs = []
-for a in range(world):
-    for b in range(a + 1, world):
+# cfg["rounds"]: disjoint pairs per round (pair_rounds); a host is in at most one pair of a round.
+for rnd in cfg["rounds"]:
+    for a, b in rnd:
+        if rank not in (a, b):
+            continue
         for size in cfg["sizes"]:
-            if rank in (a, b):
-                buf = torch.empty(size // 4, dtype=torch.float32, device=device).fill_(float(a))
-                peer = b if rank == a else a
-                def once():
-                    if rank == a:
-                        dist.send(buf, peer); dist.recv(buf, peer)
-                    else:
-                        dist.recv(buf, peer); dist.send(buf, peer)
-                once(); sync()
-                start = time.perf_counter()
-                for _ in range(int(cfg["iters"])):
-                    once()
-                sync()
-                seconds = time.perf_counter() - start
-                ok = bool((buf == float(a)).all())
+            buf = torch.empty(size // 4, dtype=torch.float32, device=device).fill_(float(a))
+            peer = b if rank == a else a
+            def once():
                 if rank == a:
-                    # Each round trip moves the buffer once in each direction.
-                    gbs = 2.0 * size * int(cfg["iters"]) / seconds / 1e9
-                    store.set("pair/%d/%d/%d" % (a, b, size), json.dumps(
-                        {"a": hosts[a], "b": hosts[b], "bytes": size, "gbs": round(gbs, 3),
-                         "seconds": round(seconds, 4), "exact": ok}))
-        dist.barrier()
+                    dist.send(buf, peer); dist.recv(buf, peer)
+                else:
+                    dist.recv(buf, peer); dist.send(buf, peer)
+            once(); sync()
+            start = time.perf_counter()
+            for _ in range(int(cfg["iters"])):
+                once()
+            sync()
+            seconds = time.perf_counter() - start
+            ok = bool((buf == float(a)).all())
+            if rank == a:
+                # Each round trip moves the buffer once in each direction.
+                gbs = 2.0 * size * int(cfg["iters"]) / seconds / 1e9
+                store.set("pair/%d/%d/%d" % (a, b, size), json.dumps(
+                    {"a": hosts[a], "b": hosts[b], "bytes": size, "gbs": round(gbs, 3),
+                     "seconds": round(seconds, 4), "exact": ok}))
+    dist.barrier()
 if rank == 0:
-    for a in range(world):
-        for b in range(a + 1, world):
-            for size in cfg["sizes"]:
-                pairs.append(json.loads(store.get("pair/%d/%d/%d" % (a, b, size))))
+    for a, b in sorted(tuple(p) for rnd in cfg["rounds"] for p in rnd):
+        for size in cfg["sizes"]:
+            pairs.append(json.loads(store.get("pair/%d/%d/%d" % (a, b, size))))
 dist.barrier()
 dist.destroy_process_group()
 done(checks=checks, pairs=pairs, world=world, backend=backend)
@@ -128,6 +131,27 @@ done(checks=checks, pairs=pairs, world=world, backend=backend)
 
 class XhostError(Exception):
     pass
+
+
+def pair_rounds(n):
+    """Every pair of n ranks exactly once, in rounds of disjoint pairs (the circle method of a round-robin
+    tournament): rank 0 stays put, the others turn one place a round, and round r pairs the i-th place with
+    the (m-1-i)-th. n - 1 rounds of n/2 pairs for even n; for odd n a bye rank is added and its partner
+    sits the round out, n rounds of (n-1)/2 pairs. Returns [[(a, b), ...], ...] with a < b."""
+    if n < 2:
+        return []
+    m = n + (n % 2)
+    places = list(range(m))
+    rounds = []
+    for _ in range(m - 1):
+        pairs = []
+        for i in range(m // 2):
+            a, b = places[i], places[m - 1 - i]
+            if a < n and b < n:             # rank n (odd n) is the bye
+                pairs.append((min(a, b), max(a, b)))
+        rounds.append(sorted(pairs))
+        places = [places[0], places[-1]] + places[1:-1]
+    return rounds
 
 
 def rank_of(host, hosts):

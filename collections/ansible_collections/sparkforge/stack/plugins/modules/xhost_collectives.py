@@ -17,9 +17,10 @@ description:
     one torch.distributed process per host, rendezvous in a TCPStore on the first host of I(hosts). Each
     host announces itself; the first host waits up to I(join_timeout) seconds and, when hosts are missing,
     tells the others their names and the check ends (no hang in C(init_process_group)). Then an all_reduce
-    checked for the exact sum, and a send/recv ping-pong between every pair of hosts, one pair at a time,
-    for the bandwidth of each pair. NCCL runs on the GPU over the configured interface or HCA
-    (C(NCCL_SOCKET_IFNAME), C(NCCL_IB_HCA)); gloo on the CPU (C(GLOO_SOCKET_IFNAME)).
+    checked for the exact sum, and a send/recv ping-pong between every pair of hosts for the bandwidth of each
+    pair, in rounds of disjoint pairs - all pairs of a round at once, N-1 rounds for N hosts (N for odd N).
+    NCCL runs on the GPU over the configured interface or HCA (C(NCCL_SOCKET_IFNAME), C(NCCL_IB_HCA)); gloo on
+    the CPU (C(GLOO_SOCKET_IFNAME)).
   - Each host also reads the speed of the link the collectives use, from sysfs (C(/sys/class/net/IF/speed),
     or C(/sys/class/infiniband/HCA/ports/N/rate)).
   - With I(mode=summarize), on the controller, combines the hosts' results - who never joined, each pair's
@@ -243,9 +244,10 @@ def run(module, p):
         module.exit_json(status="skipped", reason="check mode: no collectives run", **base)
     config = {"rank": rank, "hosts": p["hosts"], "master_addr": p["master_addr"], "master_port": p["master_port"],
               "backend": p["backend"], "sizes": p["sizes"], "iters": p["iters"],
-              "join_timeout": p["join_timeout"], "op_timeout": p["op_timeout"]}
-    # Joining, the verdict, then every pair: bounded so a wedged collective cannot hang the play.
-    limit = 2 * p["join_timeout"] + 60 + p["op_timeout"] * (1 + len(p["hosts"]) ** 2)
+              "join_timeout": p["join_timeout"], "op_timeout": p["op_timeout"],
+              "rounds": xhost.pair_rounds(len(p["hosts"]))}
+    # Joining, the verdict, then every round: bounded so a wedged collective cannot hang the play.
+    limit = 2 * p["join_timeout"] + 60 + p["op_timeout"] * (2 + len(config["rounds"]) * len(p["sizes"]))
     result, stderr = xhost.run_script(p["python"], config, limit, env=env)
     result.update(base)
     result["stderr_tail"] = stderr

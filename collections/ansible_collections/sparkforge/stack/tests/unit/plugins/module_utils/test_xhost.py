@@ -93,3 +93,22 @@ def test_rank_of():
     assert xhost.rank_of("b", ["a", "b"]) == 1
     with pytest.raises(xhost.XhostError):
         xhost.rank_of("c", ["a", "b"])
+
+
+@pytest.mark.parametrize("n", list(range(0, 18)) + [64])
+def test_pair_rounds_meet_every_pair_once_with_no_host_twice_in_a_round(n):
+    rounds = xhost.pair_rounds(n)
+    met = [pair for rnd in rounds for pair in rnd]
+    assert sorted(met) == [(a, b) for a in range(n) for b in range(a + 1, n)]     # every pair exactly once
+    for rnd in rounds:
+        ranks = [r for pair in rnd for r in pair]
+        assert len(ranks) == len(set(ranks))                                       # no host twice in a round
+        assert len(rnd) == n // 2                                                  # every round full (one bye)
+    assert len(rounds) == (0 if n < 2 else n - 1 if n % 2 == 0 else n)
+
+
+def test_pair_rounds_small():
+    assert xhost.pair_rounds(2) == [[(0, 1)]]
+    assert xhost.pair_rounds(4) == [[(0, 3), (1, 2)], [(0, 2), (1, 3)], [(0, 1), (2, 3)]]
+    # Eight hosts: 7 rounds instead of 28 pair slots one after another.
+    assert len(xhost.pair_rounds(8)) == 7 and len(xhost.pair_rounds(16)) == 15
