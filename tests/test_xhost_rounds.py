@@ -56,3 +56,34 @@ def test_every_pair_once_in_rounds_over_gloo(n):
     met = sorted((p["a"], p["b"]) for p in first["pairs"])
     assert met == [(hosts[a], hosts[b]) for a in range(n) for b in range(a + 1, n)]
     assert all(p["exact"] and p["gbs"] > 0 for p in first["pairs"]), first["pairs"]
+
+
+@needs_torch
+def test_the_probe_reads_real_torch():
+    """Parity's probe with the real CPU torch: its version, no CUDA and no NCCL (a CPU build)."""
+    got = xhost.host_facts(sys.executable, None, "/nonexistent-sysfs", env={"PYTHONPATH": TORCH_DIR})
+    assert got["torch"].endswith("+cpu") and got["cuda"] is None and got["nccl"] is None, got
+    assert got["driver"] is None and got["notes"] == []
+
+
+def test_parity_module_refuses_before_any_collective(tmp_path):
+    """xhost_collectives mode facts on this host, then mode parity (the controller's step) with a second host
+    whose torch and UID differ: failed, naming the node, each item and both values; in check mode the same."""
+    from helpers import run_module
+    me, rc = run_module("xhost_collectives", {"mode": "facts", "hosts": ["a", "b"], "python": sys.executable,
+                                              "sysfs_root": str(tmp_path)}, check_mode=True)
+    assert rc == 0 and not me["changed"], me
+    other = dict(me["versions"], torch="2.9.1+cu130", uid=(me["versions"]["uid"] or 0) + 1)
+    for check in (True, False):
+        res, rc = run_module("xhost_collectives", {"mode": "parity", "hosts": ["a", "b"],
+                                                   "results": {"a": me, "b": {"versions": other}}}, check_mode=check)
+        assert rc != 0 and res["failed"], res
+        assert res["msg"].startswith("the hosts differ, no collective was run: "), res["msg"]
+        assert "b: torch 2.9.1+cu130, where a has none" in res["msg"] or check, res["msg"]
+        assert "b: uid %d, where a has %d" % (other["uid"], me["versions"]["uid"]) in res["msg"], res["msg"]
+    ok, rc = run_module("xhost_collectives", {"mode": "parity", "hosts": ["a", "b"],
+                                              "results": {"a": me, "b": me}})
+    assert rc == 0 and ok["differences"] == [], ok
+    bad, rc = run_module("xhost_collectives", {"mode": "facts", "hosts": ["a", "b"], "python": sys.executable,
+                                               "user": "no-such-user-sparkforge"})
+    assert rc != 0 and "xhost_user no-such-user-sparkforge: user no-such-user-sparkforge does not exist" in bad["msg"]
