@@ -481,13 +481,10 @@ def parity(facts, hosts, skip_unread=False):
     """Every difference between the hosts' parity items (facts: {host: host_facts()}), as sentences naming the
     node, the item and both values: "x3: torch 2.9.1+cpu, where x1 has 2.10.0+cpu". The reference value of an
     item is the one most hosts have (the first host's on a tie), so the odd node is the one named. A host
-    without facts is named as such. skip_unread: leave out python items a host could not read (check mode on a
-    host whose stack is not installed yet)."""
+    without facts (unreachable) is left to the run, which names it as never joined. skip_unread: leave out
+    python items a host could not read (check mode on a host whose stack is not installed yet)."""
     out = []
     present = [h for h in hosts if facts.get(h)]
-    for h in hosts:
-        if not facts.get(h):
-            out.append("%s: no versions read (the host did not answer)" % h)
     for item in PARITY_ITEMS:
         values = dict((h, facts[h].get(item)) for h in present)
         if skip_unread and item in PYTHON_ITEMS:
