@@ -143,7 +143,7 @@ def pair_rounds(n):
     m = n + (n % 2)
     places = list(range(m))
     rounds = []
-    for _ in range(m - 1):
+    for dummy in range(m - 1):
         pairs = []
         for i in range(m // 2):
             a, b = places[i], places[m - 1 - i]

@@ -188,7 +188,7 @@ def test_grace_compute_and_storage_hcas_are_not_twins(tmp_path):
     compute = ports["ibp1s0"]
     assert (compute["hcas"], compute["netdevs"], compute["degraded"]) == (["mlx5_0:1"], ["ibp1s0"], False)
     assert ports["ibP2p1s0"]["hcas"] == ["mlx5_1:1"]
-    env, _ = fabric.nccl_env(compute, "ibp1s0")
+    env = fabric.nccl_env(compute, "ibp1s0")[0]
     assert env["NCCL_IB_HCA"] == "=mlx5_0:1"
     assert sorted(facts["cabled_ports"]) == ["ibP2p1s0", "ibp1s0"]
 
