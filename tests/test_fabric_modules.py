@@ -141,3 +141,103 @@ def test_cli_cluster_command(tmp_path):
     assert cli.main(["cluster", "--help"], stdout=out, stderr=err) == 0
     rc = cli.main(["cluster", "--check", "-q", "-i", str(tmp_path / "missing.yml")], stdout=out, stderr=err)
     assert rc == 4, out.getvalue() + err.getvalue()
+
+
+# ---------------------------------------------------------------- the cluster_fabric role on two local hosts
+# Each "host" is this machine with its own stand-in sysfs tree and root (the drop-in lands under it; netplan's
+# generate and apply are `true`): the role's real run, start to end, in seconds.
+
+def _snapshot(*dirs):
+    seen = {}
+    for top in dirs:
+        top = str(top)
+        if not os.path.exists(top):
+            seen[top] = None
+            continue
+        seen[top] = os.lstat(top).st_mode
+        for base, subdirs, files in os.walk(top):
+            for name in subdirs + files:
+                st = os.lstat(os.path.join(base, name))
+                seen[os.path.join(base, name)] = (st.st_mode, st.st_size, st.st_mtime_ns)
+    return seen
+
+
+def fabric_cluster(tmp_path, report_dir, trees=None):
+    """Two local hosts a and b (DGX Spark trees, f1 cabled unless trees says otherwise) and a play with the
+    cluster_fabric role; returns (run(*args) -> (rc, output), the hosts' roots)."""
+    import subprocess
+    from helpers import REPO
+    roots = {}
+    lines = ["all:", "  vars:", "    cluster_fabric_subnet: 192.168.100.0/24",
+             "    cluster_fabric_generate_command: ['true']", "    cluster_fabric_apply_command: ['true']",
+             "    cluster_fabric_confirm_timeout: 0", "    cluster_fabric_report_dir: %s" % report_dir,
+             "    ansible_connection: local", "    ansible_python_interpreter: %s" % sys.executable, "  hosts:"]
+    for i, name in enumerate(("a", "b")):
+        sysfs, proc = spark(tmp_path, "sys-" + name, **((trees or {}).get(name) or {}))
+        roots[name] = tmp_path / ("root-" + name)
+        roots[name].mkdir()
+        lines += ["    %s:" % name, "      sparkforge_fabric_address: 192.168.100.%d" % (11 + i),
+                  "      cluster_fabric_sysfs_root: %s" % sysfs, "      cluster_fabric_proc_root: %s" % proc,
+                  "      cluster_fabric_root: %s" % roots[name]]
+    (tmp_path / "hosts.yml").write_text("\n".join(lines) + "\n")
+    (tmp_path / "play.yml").write_text("- hosts: all\n  gather_facts: false\n  any_errors_fatal: true\n"
+                                       "  roles:\n    - role: sparkforge.stack.cluster_fabric\n")
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"), ANSIBLE_NOCOLOR="1")
+
+    def run(*args):
+        proc = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i",
+                               str(tmp_path / "hosts.yml"), str(tmp_path / "play.yml")] + list(args),
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, env=env,
+                              cwd=REPO, timeout=300)
+        return proc.returncode, proc.stdout
+    return run, roots
+
+
+def test_cluster_fabric_makes_the_missing_report_dir(tmp_path):
+    """Issue 36: a fresh checkout has no reports/; the real run failed after the fabric was applied on every
+    host. --check reports the directory and makes nothing; the run makes it and writes the hostfile."""
+    reports = tmp_path / "fresh-checkout" / "reports"
+    (tmp_path / "fresh-checkout").mkdir()
+    run, roots = fabric_cluster(tmp_path, reports)
+    before = _snapshot(tmp_path / "fresh-checkout", *roots.values())
+    rc, out = run("--check")
+    assert rc == 0, out[-4000:]
+    assert _snapshot(tmp_path / "fresh-checkout", *roots.values()) == before
+    rc, out = run()
+    assert rc == 0, out[-4000:]
+    assert (reports / "cluster-hostfile").read_text() == "192.168.100.11 slots=1\n192.168.100.12 slots=1\n"
+    assert (roots["a"] / "etc" / "netplan" / "40-sparkforge-fabric.yaml").exists()
+    rc, out = run()
+    assert rc == 0 and "changed=0" in out, out[-4000:]
+
+
+def test_cluster_fabric_refusals_change_nothing(tmp_path):
+    """Rows X01 and X03 of docs/bad-inputs.md in one run each of --check and the real run: a report directory
+    under a regular file, and a host with no link on any port; then X02 and X04 in one real run: the report
+    directory is a regular file, and a host with two linked ports and none named. Exit code 2, every row's
+    message, no file changed on either host or on the controller."""
+    plain = tmp_path / "plain"
+    plain.write_text("not a directory\n")
+    rows = {"X01": "cluster_fabric_report_dir %s/reports: %s is a file, not a directory" % (plain, plain),
+            "X03": "b: no port has a link: plug the cable into a fabric port - the port of enp1s0f0np0",
+            "X02": "cluster_fabric_report_dir %s: exists and is not a directory" % plain,
+            "X04": "a: 2 ports have a link (enp1s0f0np0, enp1s0f1np1): name the one for the fabric"}
+    run, _ = fabric_cluster(tmp_path, plain / "reports", trees={"b": {"cabled": None}})
+    before = _snapshot(tmp_path)
+    for args in (("--check",), ()):
+        rc, out = run(*args)
+        assert rc == 2, out[-4000:]
+        flat = " ".join(out.split())
+        for row in ("X01", "X03"):
+            assert rows[row] in flat, (row, out[-4000:])
+        assert _snapshot(tmp_path) == before
+    other = tmp_path / "other"
+    other.mkdir()
+    run, _ = fabric_cluster(other, plain, trees={"a": {"cabled": "both"}})
+    before = _snapshot(tmp_path)
+    rc, out = run()
+    assert rc == 2, out[-4000:]
+    flat = " ".join(out.split())
+    for row in ("X02", "X04"):
+        assert rows[row] in flat, (row, out[-4000:])
+    assert _snapshot(tmp_path) == before

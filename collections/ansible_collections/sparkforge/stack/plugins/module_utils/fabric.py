@@ -11,9 +11,19 @@ gid_attrs/types/<i>, gid_attrs/ndevs/<i>); the netdevs of the same PCI function 
 
 A QSFP port of a DGX Spark's ConnectX-7 shows up as two PCIe x4 functions, one in PCI domain 0000
 and one in domain 0002, at the same bus/device/function (enp1s0f1np1 at 0000:01:00.1 and
-enP2p1s0f1np1 at 0002:01:00.1), each with its own RoCE device (rocep1s0f1, roceP2p1s0f1). Functions
-that differ only in the PCI domain and share a driver are grouped here as one port's "twins"; a
-GH200's mlx5 HCAs, one function each, are ports of one function.
+enP2p1s0f1np1 at 0002:01:00.1), each with its own RoCE device (rocep1s0f1, roceP2p1s0f1).
+
+What groups functions into one port's "twins" is what the hardware says, not the PCI address: an RDMA
+device's ``sys_image_guid`` (Documentation/ABI/stable/sysfs-class-infiniband: "System image GUID") is the
+adapter's, shared by all its functions, while ``node_guid`` is per function. A DGX Spark's ibv_devinfo
+shows rocep1s0f0, rocep1s0f1, roceP2p1s0f0 and roceP2p1s0f1 with one sys_image_guid (4821:0b03:0096:04cb,
+fw 28.45.4028, board NVD0000000087) and four node_guids; a dual-port ConnectX-5's mlx5_0/mlx5_1 likewise
+share one (linux-rdma, "Re: [question] when bonding with CX5 network card that support ROCE", 2024-05-06).
+So twins are functions with the same sys_image_guid and the same PCI function number (f0 with f0, f1 with
+f1). The PCI address alone cannot say it: Grace puts every root port in its own PCI domain with the card
+behind it at 01:00.0 (a GB10's lspci: 0001:01:00.0 the GPU, 0005:01:00.0 a ConnectX-7, 0009:01:00.0 the
+RTL8125), so a GH200's compute HCA at 0000:01:00.0 and storage HCA at 0002:01:00.0 look like a Spark's
+twins by bus/device/function. Without a sys_image_guid a function is a port of its own (full PCI address).
 
 Plain functions; the fabric_facts and fabric_netplan modules are the Ansible glue.
 """
@@ -148,6 +158,27 @@ def read_gids(port_dir):
     return out
 
 
+def _guid(text):
+    """A GUID as sysfs prints it ("4821:0b03:0096:04cb"), lower case; None when absent or all zero
+    (soft RoCE devices print zeros: they say nothing about the hardware)."""
+    text = (text or "").strip().lower()
+    if not text or set(text.replace(":", "")) <= {"0"}:
+        return None
+    return text
+
+
+def twin_key(dev, pci):
+    """What makes functions one port's twins: the adapter's sys_image_guid and the PCI function number;
+    without a GUID, the full PCI address (domain included), so the function stands alone."""
+    parsed = parse_pci(pci)
+    guid = (dev or {}).get("sys_image_guid")
+    if guid and parsed:
+        return ("guid", guid, parsed[3])
+    if parsed:
+        return ("pci", pci.lower())
+    return ("rdma", (dev or {}).get("name"))
+
+
 def read_rdma(root="/sys"):
     """{name: facts} for every RDMA device under <root>/class/infiniband, with its ports and netdevs."""
     base = os.path.join(root, "class", "infiniband")
@@ -176,7 +207,9 @@ def read_rdma(root="/sys"):
             }
         pci = _link_name(device)
         out[name] = {"name": name, "pci": pci if parse_pci(pci) else None,
-                     "driver": _link_name(os.path.join(device, "driver")), "netdevs": netdevs, "ports": ports}
+                     "driver": _link_name(os.path.join(device, "driver")), "netdevs": netdevs, "ports": ports,
+                     "sys_image_guid": _guid(_read(os.path.join(path, "sys_image_guid"))),
+                     "node_guid": _guid(_read(os.path.join(path, "node_guid")))}
     return out
 
 
@@ -230,7 +263,8 @@ def _function_up(nd, rdma_dev):
 
 
 def ports(netdevs, rdma):
-    """Group the RDMA-capable functions into ports: twins differ only in the PCI domain.
+    """Group the RDMA-capable functions into ports: twins share the adapter (sys_image_guid) and the PCI
+    function number (twin_key).
 
     Returns a list of {name, functions: [{netdev, rdma, hca, pci, up, speed_gbps, link_layer}], cabled,
     active, degraded, link_gbps, per_function_gbps, usable_gbps, link_layer} sorted by the first netdev.
@@ -256,7 +290,7 @@ def ports(netdevs, rdma):
         nd = netdevs.get(nd_name) if nd_name else None
         pci = (nd or {}).get("pci") or dev.get("pci")
         parsed = parse_pci(pci)
-        key = (dev.get("driver") or (nd or {}).get("driver"), parsed[1:]) if parsed else ("", dev_name)
+        key = twin_key(dev, pci)
         port_no = sorted(dev["ports"], key=lambda p: _int(p) or 0)
         port_no = port_no[0] if port_no else "1"
         rdma_port = dev["ports"].get(port_no, {})

@@ -33,6 +33,27 @@ def _cable_hint(facts, iface, port):
         iface, " / ".join(port["netdevs"]) if port else iface)
 
 
+def _port_names(port):
+    return " / ".join(port["netdevs"]) or " / ".join(port["hcas"])
+
+
+def _unnamed_hint(facts):
+    """Why a host has no fabric interface when none was named: no port has a link (and where the cable
+    goes), several have one (name one), or - without the host's fabric - only that none was named."""
+    if facts is None:
+        return "no fabric interface named (sparkforge_fabric_interface)"
+    fabric_ports = [p for p in facts.get("ports") or [] if not p.get("management")]
+    cabled = [p for p in fabric_ports if p["cabled"]]
+    if not cabled:
+        if not fabric_ports:
+            return ("no port has a link, and there is no RDMA-capable port to plug a cable into (netdevs: %s)"
+                    % (", ".join(sorted(facts.get("netdevs") or {})) or "none"))
+        return ("no port has a link: plug the cable into a fabric port - %s - or name the fabric interface "
+                "(sparkforge_fabric_interface)" % " or ".join("the port of %s" % _port_names(p) for p in fabric_ports))
+    return ("%d ports have a link (%s): name the one for the fabric (sparkforge_fabric_interface)"
+            % (len(cabled), ", ".join(p["name"] for p in cabled)))
+
+
 def plan(hosts, mode="static", subnet=None, mtu=9000):
     """Check the cluster's addressing and decide each host's part.
 
@@ -64,7 +85,7 @@ def plan(hosts, mode="static", subnet=None, mtu=9000):
         iface = spec.get("interface")
         facts = spec.get("fabric")
         if not iface:
-            errors.append("%s: no fabric interface named (sparkforge_fabric_interface)" % host)
+            errors.append("%s: %s" % (host, _unnamed_hint(facts)))
             continue
         entry = {"interface": iface, "twins": [], "address": None, "link_local": mode == "link-local",
                  "hcas": [], "mtu": None}
@@ -127,6 +148,29 @@ def plan(hosts, mode="static", subnet=None, mtu=9000):
     for host, entry in out.items():
         entry["mtu"] = None if host in ipoib else cluster_mtu
     return {"hosts": out, "mtu": cluster_mtu, "errors": errors, "notes": notes}
+
+
+def report_dir_problem(path, variable="cluster_fabric_report_dir"):
+    """None when the controller can hold files in ``path`` (it is a directory, or can be made as one), else
+    why not, naming the variable. Checked before any host changes: the hostfile is copied there last, after
+    every host's fabric is applied."""
+    if not path or not os.path.isabs(path):
+        return "%s %r: not an absolute path" % (variable, path)
+    path = os.path.normpath(path)
+    if os.path.exists(path):
+        if not os.path.isdir(path):
+            return "%s %s: exists and is not a directory" % (variable, path)
+        if not os.access(path, os.W_OK | os.X_OK):
+            return "%s %s: the directory is not writable" % (variable, path)
+        return None
+    parent = path
+    while not os.path.exists(parent):
+        parent = os.path.dirname(parent)
+    if not os.path.isdir(parent):
+        return "%s %s: %s is a file, not a directory, so the directory cannot be made" % (variable, path, parent)
+    if not os.access(parent, os.W_OK | os.X_OK):
+        return "%s %s: cannot be made, %s is not writable" % (variable, path, parent)
+    return None
 
 
 def render_netplan(entry, comment="Written by sparkforge (fabric_netplan): the fabric between the cluster's hosts."):

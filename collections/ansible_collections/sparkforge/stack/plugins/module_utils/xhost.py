@@ -7,7 +7,9 @@ Rendezvous is a TCPStore on the first host. Every rank first announces itself in
 first host waits for all of them up to a join timeout and, when one is missing, tells the others
 which hosts never joined, so the check ends with their names instead of hanging in
 init_process_group. Then: an all_reduce checked for the exact sum, and a ping-pong between every
-pair of hosts (send/recv, one pair at a time) for the bandwidth per pair.
+pair of hosts (send/recv) for the bandwidth per pair, in rounds of disjoint pairs (pair_rounds): all
+pairs of a round at once, a barrier between rounds, so N hosts take N-1 rounds (N for odd N), not
+N(N-1)/2 pair slots.
 
 Plain functions; the xhost_collectives module is the Ansible glue.
 """
@@ -90,36 +92,37 @@ expect = world * (world + 1) / 2.0
 checks.append({"name": "all_reduce", "status": "pass" if bool((t == expect).all()) else "fail",
                "detail": "sum over %d hosts: %s, expected %s" % (world, t[0].item(), expect)})
 pairs = []
-for a in range(world):
-    for b in range(a + 1, world):
+# cfg["rounds"]: disjoint pairs per round (pair_rounds); a host is in at most one pair of a round.
+for rnd in cfg["rounds"]:
+    for a, b in rnd:
+        if rank not in (a, b):
+            continue
         for size in cfg["sizes"]:
-            if rank in (a, b):
-                buf = torch.empty(size // 4, dtype=torch.float32, device=device).fill_(float(a))
-                peer = b if rank == a else a
-                def once():
-                    if rank == a:
-                        dist.send(buf, peer); dist.recv(buf, peer)
-                    else:
-                        dist.recv(buf, peer); dist.send(buf, peer)
-                once(); sync()
-                start = time.perf_counter()
-                for _ in range(int(cfg["iters"])):
-                    once()
-                sync()
-                seconds = time.perf_counter() - start
-                ok = bool((buf == float(a)).all())
+            buf = torch.empty(size // 4, dtype=torch.float32, device=device).fill_(float(a))
+            peer = b if rank == a else a
+            def once():
                 if rank == a:
-                    # Each round trip moves the buffer once in each direction.
-                    gbs = 2.0 * size * int(cfg["iters"]) / seconds / 1e9
-                    store.set("pair/%d/%d/%d" % (a, b, size), json.dumps(
-                        {"a": hosts[a], "b": hosts[b], "bytes": size, "gbs": round(gbs, 3),
-                         "seconds": round(seconds, 4), "exact": ok}))
-        dist.barrier()
+                    dist.send(buf, peer); dist.recv(buf, peer)
+                else:
+                    dist.recv(buf, peer); dist.send(buf, peer)
+            once(); sync()
+            start = time.perf_counter()
+            for _ in range(int(cfg["iters"])):
+                once()
+            sync()
+            seconds = time.perf_counter() - start
+            ok = bool((buf == float(a)).all())
+            if rank == a:
+                # Each round trip moves the buffer once in each direction.
+                gbs = 2.0 * size * int(cfg["iters"]) / seconds / 1e9
+                store.set("pair/%d/%d/%d" % (a, b, size), json.dumps(
+                    {"a": hosts[a], "b": hosts[b], "bytes": size, "gbs": round(gbs, 3),
+                     "seconds": round(seconds, 4), "exact": ok}))
+    dist.barrier()
 if rank == 0:
-    for a in range(world):
-        for b in range(a + 1, world):
-            for size in cfg["sizes"]:
-                pairs.append(json.loads(store.get("pair/%d/%d/%d" % (a, b, size))))
+    for a, b in sorted(tuple(p) for rnd in cfg["rounds"] for p in rnd):
+        for size in cfg["sizes"]:
+            pairs.append(json.loads(store.get("pair/%d/%d/%d" % (a, b, size))))
 dist.barrier()
 dist.destroy_process_group()
 done(checks=checks, pairs=pairs, world=world, backend=backend)
@@ -128,6 +131,27 @@ done(checks=checks, pairs=pairs, world=world, backend=backend)
 
 class XhostError(Exception):
     pass
+
+
+def pair_rounds(n):
+    """Every pair of n ranks exactly once, in rounds of disjoint pairs (the circle method of a round-robin
+    tournament): rank 0 stays put, the others turn one place a round, and round r pairs the i-th place with
+    the (m-1-i)-th. n - 1 rounds of n/2 pairs for even n; for odd n a bye rank is added and its partner
+    sits the round out, n rounds of (n-1)/2 pairs. Returns [[(a, b), ...], ...] with a < b."""
+    if n < 2:
+        return []
+    m = n + (n % 2)
+    places = list(range(m))
+    rounds = []
+    for dummy in range(m - 1):
+        pairs = []
+        for i in range(m // 2):
+            a, b = places[i], places[m - 1 - i]
+            if a < n and b < n:             # rank n (odd n) is the bye
+                pairs.append((min(a, b), max(a, b)))
+        rounds.append(sorted(pairs))
+        places = [places[0], places[-1]] + places[1:-1]
+    return rounds
 
 
 def rank_of(host, hosts):
@@ -365,3 +389,116 @@ def summarize(results, hosts, speeds, min_fraction, min_gbs=None):
             "judged": judged, "min_fraction": min_fraction, "min_gbs": min_gbs,
             "backend": (first or {}).get("backend"),
             "passed": not failed and not missing and judged is not None}
+
+
+# ------------------------------------------------------------------------------------------ parity
+# Before any collective: every node must run the same stack. A node with another torch, NCCL or driver (or
+# the cluster user under another UID) makes NCCL hang or fail in ways that name no node; compared here first,
+# a difference names the node, the item and both values.
+
+PARITY_ITEMS = ("driver", "cuda", "nccl", "torch", "kernel", "user", "uid")
+# Read by the stack's python, so they are what a collective would load.
+PYTHON_ITEMS = ("cuda", "nccl", "torch")
+
+PROBE = r'''
+import json
+out = {}
+try:
+    import torch
+    out["torch"] = torch.__version__
+    out["cuda"] = torch.version.cuda
+    try:
+        v = torch.cuda.nccl.version()
+        out["nccl"] = ".".join(str(x) for x in v) if isinstance(v, tuple) else str(v)
+    except Exception:
+        out["nccl"] = None      # a CPU build has no NCCL
+except Exception as exc:
+    out["error"] = "cannot import torch: %s" % str(exc).splitlines()[0]
+print(json.dumps(out))
+'''
+
+
+def driver_version(sysfs="/sys"):
+    """The loaded NVIDIA kernel module's version (/sys/module/nvidia/version, e.g. 580.95.05), or None."""
+    try:
+        with open(os.path.join(sysfs, "module", "nvidia", "version")) as handle:
+            return handle.read().strip() or None
+    except (IOError, OSError):
+        return None
+
+
+def user_facts(name=None):
+    """(user name, uid): of ``name`` when given (the cluster user), else of the user this runs as.
+    Raises XhostError when the named user does not exist here."""
+    import pwd
+    try:
+        entry = pwd.getpwnam(name) if name else pwd.getpwuid(os.getuid())
+    except KeyError:
+        raise XhostError("user %s does not exist on this host" % name)
+    return entry.pw_name, entry.pw_uid
+
+
+def host_facts(python, user=None, sysfs="/sys", timeout=180, probe=True, env=None):
+    """This host's parity items: driver (sysfs), kernel (uname), user and uid (passwd), and torch, its CUDA and
+    NCCL as the stack's python reports them with the collectives' environment ``env`` (probe=False, or no such
+    python: None, with why in "notes")."""
+    facts = dict((k, None) for k in PARITY_ITEMS)
+    facts["notes"] = []
+    facts["driver"] = driver_version(sysfs)
+    facts["kernel"] = os.uname()[2]
+    try:
+        facts["user"], facts["uid"] = user_facts(user)
+    except XhostError as exc:
+        facts["notes"].append(str(exc))
+    if not probe:
+        facts["notes"].append("torch, CUDA and NCCL not read")
+        return facts
+    if not python or not os.path.exists(python):
+        facts["notes"].append("no python at %s: torch, CUDA and NCCL not read" % python)
+        return facts
+    try:
+        child = dict(os.environ)
+        child.update(env or {})
+        proc = subprocess.run([python, "-c", PROBE], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              universal_newlines=True, timeout=timeout, check=False, env=child)
+        lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
+        got = json.loads(lines[-1]) if lines else {"error": "no answer from %s (exit %s): %s" % (
+            python, proc.returncode, proc.stderr.strip()[-300:])}
+    except (OSError, subprocess.TimeoutExpired, ValueError) as exc:
+        got = {"error": "%s: %s" % (python, exc)}
+    for k in PYTHON_ITEMS:
+        facts[k] = got.get(k)
+    if got.get("error"):
+        facts["notes"].append(got["error"])
+    return facts
+
+
+def _shown(value):
+    return "none" if value is None else str(value)
+
+
+def parity(facts, hosts, skip_unread=False):
+    """Every difference between the hosts' parity items (facts: {host: host_facts()}), as sentences naming the
+    node, the item and both values: "x3: torch 2.9.1+cpu, where x1 has 2.10.0+cpu". The reference value of an
+    item is the one most hosts have (the first host's on a tie), so the odd node is the one named. A host
+    without facts (unreachable) is left to the run, which names it as never joined. skip_unread: leave out
+    python items a host could not read (check mode on a host whose stack is not installed yet)."""
+    out = []
+    present = [h for h in hosts if facts.get(h)]
+    for item in PARITY_ITEMS:
+        values = dict((h, facts[h].get(item)) for h in present)
+        if skip_unread and item in PYTHON_ITEMS:
+            values = dict((h, v) for h, v in values.items() if v is not None)
+        if len(set(_shown(v) for v in values.values())) <= 1:
+            continue
+        counts = {}
+        for h in present:
+            if h in values:
+                counts[_shown(values[h])] = counts.get(_shown(values[h]), 0) + 1
+        top = max(counts.values())
+        reference = next(_shown(values[h]) for h in present if h in values and counts[_shown(values[h])] == top)
+        holder = next(h for h in present if h in values and _shown(values[h]) == reference)
+        for h in present:
+            if h in values and _shown(values[h]) != reference:
+                out.append("%s: %s %s, where %s has %s" % (h, item, _shown(values[h]), holder, reference))
+    return out

@@ -17,9 +17,11 @@ description:
     and every RDMA device under C(/sys/class/infiniband) (ports with state, physical state, rate, link layer and
     GID table), and the netdev of each RDMA device from C(/sys/class/infiniband/DEV/device/net/) - the map
     C(ibdev2netdev) prints, without that tool or any other on the host.
-  - Groups the RDMA-capable PCI functions into ports. Functions that differ only in their PCI domain are one
-    port's twins - a DGX Spark's ConnectX-7 shows each QSFP port as two PCIe x4 functions, for example
-    C(enp1s0f1np1) (0000:01:00.1, C(rocep1s0f1)) and C(enP2p1s0f1np1) (0002:01:00.1, C(roceP2p1s0f1)). A port
+  - Groups the RDMA-capable PCI functions into ports. Functions whose RDMA devices share the adapter's
+    C(sys_image_guid) and the PCI function number are one port's twins - a DGX Spark's ConnectX-7 shows each QSFP
+    port as two PCIe x4 functions, for example C(enp1s0f1np1) (0000:01:00.1, C(rocep1s0f1)) and C(enP2p1s0f1np1)
+    (0002:01:00.1, C(roceP2p1s0f1)). Separate adapters at the same bus/device/function in other PCI domains (a
+    GH200's HCAs on Grace) are separate ports. A port
     is cabled when a function has a link; degraded when only some of its functions do. The usable speed is
     the port's rate shared among its functions, each bounded by its PCIe link, times the functions with a link.
   - Names the management interfaces - the default route's (C(/proc/net/route)), the one holding

@@ -16,7 +16,8 @@ description:
   - On the controller, once for the cluster. Takes each host's fabric interface, address and MTU from the inventory
     and its fabric as M(sparkforge.stack.fabric_facts) read it, and refuses - naming the host - duplicate addresses,
     addresses outside the cluster subnet, an interface that does not exist, the management interface named as fabric,
-    and a fabric port without a link (saying which port the cable has to move to).
+    a fabric port without a link (saying which port the cable has to move to), a host with no port linked, and a
+    O(report_dir) that cannot be a directory.
   - Decides each host's part (address, twins, MTU - 9000 only where every host agrees) for
     M(sparkforge.stack.fabric_netplan), and the MPI hostfile and C(torchrun) lines for the cluster.
   - Reads only; nothing is changed anywhere.
@@ -49,6 +50,12 @@ options:
     description: MPI slots (GPUs) per host in the hostfile.
     type: int
     default: 1
+  report_dir:
+    description:
+      - Where the hostfile and C(torchrun) lines will be written on the controller. Refused now, before any host
+        changes, when it is not a directory and cannot be made one (a regular file on its path, no write access);
+        a directory that does not exist yet is fine (the role makes it).
+    type: path
 attributes:
   check_mode:
     support: full
@@ -111,6 +118,7 @@ def main():
             subnet=dict(type="str"),
             mtu=dict(type="int", default=9000),
             slots=dict(type="int", default=1),
+            report_dir=dict(type="path"),
         ),
         supports_check_mode=True,
     )
@@ -121,6 +129,10 @@ def main():
     complete = len(addresses) == len(order) and order
     result["hostfile"] = fabric_addr.hostfile(addresses, p["slots"]) if complete else ""
     result["torchrun"] = fabric_addr.torchrun_example(addresses, {}, nproc=p["slots"]) if complete else []
+    if p["report_dir"] is not None:
+        problem = fabric_addr.report_dir_problem(p["report_dir"])
+        if problem:
+            result["errors"].append(problem)
     if result["errors"]:
         module.fail_json(msg="the cluster's fabric cannot be configured, nothing changed: %s"
                          % "; ".join(result["errors"]), changed=False, **result)

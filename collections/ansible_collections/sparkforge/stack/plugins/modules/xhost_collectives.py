@@ -17,9 +17,10 @@ description:
     one torch.distributed process per host, rendezvous in a TCPStore on the first host of I(hosts). Each
     host announces itself; the first host waits up to I(join_timeout) seconds and, when hosts are missing,
     tells the others their names and the check ends (no hang in C(init_process_group)). Then an all_reduce
-    checked for the exact sum, and a send/recv ping-pong between every pair of hosts, one pair at a time,
-    for the bandwidth of each pair. NCCL runs on the GPU over the configured interface or HCA
-    (C(NCCL_SOCKET_IFNAME), C(NCCL_IB_HCA)); gloo on the CPU (C(GLOO_SOCKET_IFNAME)).
+    checked for the exact sum, and a send/recv ping-pong between every pair of hosts for the bandwidth of each
+    pair, in rounds of disjoint pairs - all pairs of a round at once, N-1 rounds for N hosts (N for odd N).
+    NCCL runs on the GPU over the configured interface or HCA (C(NCCL_SOCKET_IFNAME), C(NCCL_IB_HCA)); gloo on
+    the CPU (C(GLOO_SOCKET_IFNAME)).
   - Each host also reads the speed of the link the collectives use, from sysfs (C(/sys/class/net/IF/speed),
     or C(/sys/class/infiniband/HCA/ports/N/rate)).
   - With I(mode=summarize), on the controller, combines the hosts' results - who never joined, each pair's
@@ -30,10 +31,22 @@ author:
   - sparkforge developers (@sparkforge)
 options:
   mode:
-    description: C(run) on every host, C(summarize) once on the controller.
+    description:
+      - C(run) on every host, C(summarize) once on the controller.
+      - C(facts) on every host before the run - the parity items (NVIDIA driver from C(/sys/module/nvidia/version),
+        torch, its CUDA and NCCL as I(python) reports them with I(env), the kernel release, and I(user)'s name and
+        UID) - and C(parity) once on the controller, which compares them (I(results)) and fails, naming each
+        node, item and both values, when they differ. Both read only, in check mode too.
     type: str
-    choices: [run, summarize]
+    choices: [run, summarize, facts, parity]
     default: run
+  user:
+    description: For C(facts) - the cluster user whose name and UID are compared; default the user the module runs as.
+    type: str
+  sysfs_root:
+    description: For C(facts) - where sysfs is read (tests only).
+    type: path
+    default: /sys
   python:
     description: The stack venv's interpreter (with torch). Required for C(run).
     type: path
@@ -100,7 +113,8 @@ options:
     type: dict
     default: {}
   results:
-    description: For C(summarize) - each host's C(run) result, keyed by host (a host without one did not run).
+    description: For C(summarize) - each host's C(run) result, keyed by host (a host without one did not run). For
+      C(parity) - each host's C(facts) result, keyed by host.
     type: dict
   min_link_fraction:
     description: For C(summarize) - a pair below this fraction of its slower NIC's speed is slow.
@@ -196,6 +210,15 @@ cross_host:
       passed, report.
   returned: mode summarize
   type: dict
+versions:
+  description: For C(facts) - this host's driver, cuda, nccl, torch, kernel, user, uid (null where not read) and notes.
+  returned: mode facts
+  type: dict
+differences:
+  description: For C(parity) - one sentence per difference, naming the node, the item and both values.
+  returned: mode parity
+  type: list
+  elements: str
 report_files:
   description: For C(summarize) - the files written (json, markdown; fleet_summary and fleet_summary_markdown when
     the fleet summary existed).
@@ -243,13 +266,35 @@ def run(module, p):
         module.exit_json(status="skipped", reason="check mode: no collectives run", **base)
     config = {"rank": rank, "hosts": p["hosts"], "master_addr": p["master_addr"], "master_port": p["master_port"],
               "backend": p["backend"], "sizes": p["sizes"], "iters": p["iters"],
-              "join_timeout": p["join_timeout"], "op_timeout": p["op_timeout"]}
-    # Joining, the verdict, then every pair: bounded so a wedged collective cannot hang the play.
-    limit = 2 * p["join_timeout"] + 60 + p["op_timeout"] * (1 + len(p["hosts"]) ** 2)
+              "join_timeout": p["join_timeout"], "op_timeout": p["op_timeout"],
+              "rounds": xhost.pair_rounds(len(p["hosts"]))}
+    # Joining, the verdict, then every round: bounded so a wedged collective cannot hang the play.
+    limit = 2 * p["join_timeout"] + 60 + p["op_timeout"] * (2 + len(config["rounds"]) * len(p["sizes"]))
     result, stderr = xhost.run_script(p["python"], config, limit, env=env)
     result.update(base)
     result["stderr_tail"] = stderr
     module.exit_json(**result)
+
+
+def facts(module, p):
+    if not p["python"]:
+        module.fail_json(msg="mode facts needs python")
+    env = dict((str(k), str(v)) for k, v in p["env"].items())
+    versions = xhost.host_facts(p["python"], p["user"], p["sysfs_root"], env=env)
+    if p["user"] and versions["uid"] is None:
+        module.fail_json(msg="xhost_user %s: %s" % (p["user"], "; ".join(versions["notes"])), versions=versions)
+    module.exit_json(changed=False, versions=versions)
+
+
+def parity(module, p):
+    results = p["results"] or {}
+    versions = dict((h, (results.get(h) or {}).get("versions")) for h in p["hosts"])
+    # Check mode on hosts whose stack is not installed yet: what their python could not read is left out.
+    differences = xhost.parity(versions, p["hosts"], skip_unread=module.check_mode)
+    if differences:
+        module.fail_json(msg="the hosts differ, no collective was run: %s" % "; ".join(differences),
+                         differences=differences, versions=versions)
+    module.exit_json(changed=False, differences=[], versions=versions)
 
 
 def summarize(module, p):
@@ -287,7 +332,9 @@ def summarize(module, p):
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            mode=dict(type="str", choices=["run", "summarize"], default="run"),
+            mode=dict(type="str", choices=["run", "summarize", "facts", "parity"], default="run"),
+            user=dict(type="str"),
+            sysfs_root=dict(type="path", default="/sys"),
             python=dict(type="path"),
             host=dict(type="str"),
             hosts=dict(type="list", elements="str", required=True),
@@ -320,6 +367,10 @@ def main():
         module.fail_json(msg="hosts has duplicates: %s" % p["hosts"])
     if p["mode"] == "run":
         run(module, p)
+    elif p["mode"] == "facts":
+        facts(module, p)
+    elif p["mode"] == "parity":
+        parity(module, p)
     summarize(module, p)
 
 

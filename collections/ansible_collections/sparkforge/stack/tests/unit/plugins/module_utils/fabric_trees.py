@@ -9,6 +9,10 @@ DGX Spark: a ConnectX-7 in Socket Direct mode behind two PCIe Gen5 x4 links, so 
 enP2p1s0f1np1 and RoCE devices rocep1s0f0, rocep1s0f1, roceP2p1s0f0, roceP2p1s0f1; f0 of both
 domains is one QSFP port, f1 of both the other. Plus the 10 GbE RJ45 management port (enP7s7; its
 driver name here is illustrative). GH200: mlx5 InfiniBand HCAs, one function each, with ipoib netdevs.
+
+Every RDMA device has the adapter's ``sys_image_guid`` and its own ``node_guid``, as mlx5 prints them: a
+Spark's four functions share one sys_image_guid (one ConnectX-7), each GH200 HCA has its own.
+gh200_grace() lays a GH200 out as Grace does: every root port its own PCI domain, each card at 01:00.0.
 """
 from __future__ import absolute_import, division, print_function
 
@@ -29,8 +33,9 @@ def _ln(target, link):
 
 
 def add_function(root, pci, driver, netdev=None, rdma=None, up=False, speed=200000, mtu=1500, mac="3c:6d:66:00:00:01",
-                 link_layer="Ethernet", rate="200 Gb/sec (2X NDR)", gids=None, pcie=("32.0 GT/s PCIe", "4")):
-    """One PCI function with an optional netdev and RDMA device."""
+                 link_layer="Ethernet", rate="200 Gb/sec (2X NDR)", gids=None, pcie=("32.0 GT/s PCIe", "4"),
+                 sys_image_guid=None, node_guid=None):
+    """One PCI function with an optional netdev and RDMA device (with its GUIDs when given)."""
     domain = pci.split(":")[0]
     fdir = os.path.join(root, "devices", "pci%s:00" % domain, "%s:00:00.0" % domain, pci)
     os.makedirs(fdir, exist_ok=True)
@@ -61,6 +66,10 @@ def add_function(root, pci, driver, netdev=None, rdma=None, up=False, speed=2000
             _w(os.path.join(pdir, "gid_attrs", "types", str(i)), kind)
             if netdev:
                 _w(os.path.join(pdir, "gid_attrs", "ndevs", str(i)), netdev)
+        if sys_image_guid:
+            _w(os.path.join(idir, "sys_image_guid"), sys_image_guid)
+        if node_guid:
+            _w(os.path.join(idir, "node_guid"), node_guid)
         _ln(fdir, os.path.join(idir, "device"))
         _ln(idir, os.path.join(root, "class", "infiniband", rdma))
 
@@ -90,16 +99,18 @@ def write_route(proc_root, default_if="enP7s7", others=()):
 
 
 def spark(root, proc_root=None, cabled="f1", both_functions=True, ipv4=None, mtu=1500):
-    """A DGX Spark: ports f0 and f1, each twin in domains 0000 and 0002; `cabled` ("f0", "f1" or
+    """A DGX Spark: ports f0 and f1, each twin in domains 0000 and 0002; `cabled` ("f0", "f1", "both" or
     None) has a link on both functions (or only domain 0000's with both_functions=False)."""
     for fn in (0, 1):
         for domain, prefix, rprefix in (("0000", "enp1s0", "rocep1s0"), ("0002", "enP2p1s0", "roceP2p1s0")):
-            up = cabled == "f%d" % fn and (both_functions or domain == "0000")
+            up = cabled in ("f%d" % fn, "both") and (both_functions or domain == "0000")
             netdev = "%sf%dnp%d" % (prefix, fn, fn)
             add_function(root, "%s:01:00.%d" % (domain, fn), "mlx5_core", netdev=netdev,
                          rdma="%sf%d" % (rprefix, fn), up=up, mtu=mtu,
                          mac="3c:6d:66:00:%02x:%02x" % (int(domain), fn),
-                         gids=roce_gids(int(domain) * 16 + fn, ipv4 if up else None))
+                         gids=roce_gids(int(domain) * 16 + fn, ipv4 if up else None),
+                         sys_image_guid="3c6d:6603:0000:0001",
+                         node_guid="3c6d:6603:0000:%04x" % (2 + int(domain) + fn))
     add_management(root)
     if proc_root:
         write_route(proc_root)
@@ -115,7 +126,40 @@ def gh200(root, proc_root=None, hcas=2, down=()):
                      rdma="mlx5_%d" % i, up=up, speed=400000, mtu=2044, mac="00:00:10:29:fe:80:00:%02x" % i,
                      link_layer="InfiniBand", rate="400 Gb/sec (4X NDR)",
                      gids=[("fe80:0000:0000:0000:a088:c203:0000:%04x" % i, "IB/RoCE v1")],
-                     pcie=("32.0 GT/s PCIe", "16"))
+                     pcie=("32.0 GT/s PCIe", "16"), sys_image_guid="a088:c203:00%02x:0000" % i,
+                     node_guid="a088:c203:00%02x:0000" % i)
+    add_function(root, "0009:01:00.0", "igb", netdev="enP9p1s0", up=True, speed=1000, mac="4c:bb:47:00:00:09",
+                 pcie=None)
+    if proc_root:
+        write_route(proc_root, "enP9p1s0")
+    return root
+
+
+def gh200_grace(root, proc_root=None, storage=True, storage_up=True, roce_management=False):
+    """A GH200 as Grace lays out PCIe: every root port its own domain, each card at 01:00.0. The compute
+    HCA mlx5_0 (InfiniBand NDR 400, ipoib ibp1s0) sits at 0000:01:00.0. With storage, a second, separate
+    HCA mlx5_1 (its own sys_image_guid; ibP2p1s0) sits at 0002:01:00.0 - the same bus/device/function in
+    another domain, like a Spark's twin. With roce_management, the host is managed over an RDMA-capable
+    Ethernet port at 0002:01:00.0 instead (enP2p1s0f0np0 / mlx5_1, RoCE, the default route); otherwise over
+    an igb port at 0009:01:00.0."""
+    add_function(root, "0000:01:00.0", "mlx5_core", netdev="ibp1s0", rdma="mlx5_0", up=True, speed=400000,
+                 mtu=2044, mac="00:00:10:29:fe:80:00:00", link_layer="InfiniBand", rate="400 Gb/sec (4X NDR)",
+                 gids=[("fe80:0000:0000:0000:a088:c203:0010:0000", "IB/RoCE v1")], pcie=("32.0 GT/s PCIe", "16"),
+                 sys_image_guid="a088:c203:0010:0000", node_guid="a088:c203:0010:0000")
+    if roce_management:
+        add_function(root, "0002:01:00.0", "mlx5_core", netdev="enP2p1s0f0np0", rdma="mlx5_1", up=True,
+                     speed=100000, mtu=1500, mac="b8:3f:d2:00:00:02", rate="100 Gb/sec (2X HDR)",
+                     gids=roce_gids(0x20, "10.0.0.31"), pcie=("16.0 GT/s PCIe", "16"),
+                     sys_image_guid="b83f:d203:0000:0002", node_guid="b83f:d203:0000:0002")
+        if proc_root:
+            write_route(proc_root, "enP2p1s0f0np0")
+        return root
+    if storage:
+        add_function(root, "0002:01:00.0", "mlx5_core", netdev="ibP2p1s0", rdma="mlx5_1", up=storage_up,
+                     speed=400000, mtu=2044, mac="00:00:10:29:fe:80:00:02", link_layer="InfiniBand",
+                     rate="400 Gb/sec (4X NDR)", gids=[("fe80:0000:0000:0000:a088:c203:0020:0000", "IB/RoCE v1")],
+                     pcie=("32.0 GT/s PCIe", "16"), sys_image_guid="a088:c203:0020:0000",
+                     node_guid="a088:c203:0020:0000")
     add_function(root, "0009:01:00.0", "igb", netdev="enP9p1s0", up=True, speed=1000, mac="4c:bb:47:00:00:09",
                  pcie=None)
     if proc_root:

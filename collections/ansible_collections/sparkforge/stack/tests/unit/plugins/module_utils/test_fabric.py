@@ -174,3 +174,56 @@ def test_xhost_summary_says_why_a_pair_is_slow():
     assert "NCCL used sockets, not RoCE/InfiniBand" in summary["per_host"]["s1"]["reason"]
     assert summary["per_host"]["s2"]["diagnosis"][1].startswith("8.8 Gb/s is management-port speed")
     assert "- s1: NCCL used sockets" in xhost.render_markdown(summary)
+
+
+def test_grace_compute_and_storage_hcas_are_not_twins(tmp_path):
+    """Issue 36: a GH200 lays every root port in its own PCI domain, each card at 01:00.0, so a compute HCA
+    at 0000:01:00.0 and a storage HCA at 0002:01:00.0 share bus/device/function and driver like a Spark's
+    twins. Their sys_image_guids differ (one per adapter): two ports, each HCA alone in NCCL_IB_HCA."""
+    sysfs, proc = str(tmp_path / "sys"), str(tmp_path / "proc")
+    fabric_trees.gh200_grace(sysfs, proc, storage=True)
+    facts = fabric.gather(sysfs, proc)
+    ports = dict((p["name"], p) for p in facts["ports"])
+    assert sorted(ports) == ["ibP2p1s0", "ibp1s0"]
+    compute = ports["ibp1s0"]
+    assert (compute["hcas"], compute["netdevs"], compute["degraded"]) == (["mlx5_0:1"], ["ibp1s0"], False)
+    assert ports["ibP2p1s0"]["hcas"] == ["mlx5_1:1"]
+    env = fabric.nccl_env(compute, "ibp1s0")[0]
+    assert env["NCCL_IB_HCA"] == "=mlx5_0:1"
+    assert sorted(facts["cabled_ports"]) == ["ibP2p1s0", "ibp1s0"]
+
+
+def test_gh200_managed_over_an_rdma_ethernet_port(tmp_path):
+    """The management port is a RoCE-capable ConnectX port at 0002:01:00.0, the InfiniBand HCA at
+    0000:01:00.0: the IB port is the one cabled fabric port, the Ethernet one stays management."""
+    sysfs, proc = str(tmp_path / "sys"), str(tmp_path / "proc")
+    fabric_trees.gh200_grace(sysfs, proc, roce_management=True)
+    facts = fabric.gather(sysfs, proc)
+    ports = dict((p["name"], p) for p in facts["ports"])
+    assert ports["ibp1s0"]["management"] == [] and ports["ibp1s0"]["hcas"] == ["mlx5_0:1"]
+    assert ports["enP2p1s0f0np0"]["management"] == ["enP2p1s0f0np0"]
+    assert facts["cabled_ports"] == ["ibp1s0"]
+    assert facts["management"] == {"enP2p1s0f0np0": "carries the default route"}
+
+
+def test_twins_are_what_the_adapter_says():
+    """twin_key: the same sys_image_guid and function number are twins whatever the domain; another adapter
+    at the same bus/device/function is not; without a GUID the full address (domain included) decides."""
+    spark_f1 = {"name": "rocep1s0f1", "sys_image_guid": "4821:0b03:0096:04cb"}
+    assert fabric.twin_key(spark_f1, "0000:01:00.1") == fabric.twin_key(
+        dict(spark_f1, name="roceP2p1s0f1"), "0002:01:00.1")
+    assert fabric.twin_key(spark_f1, "0000:01:00.1") != fabric.twin_key(spark_f1, "0000:01:00.0")
+    assert fabric.twin_key({"name": "mlx5_0", "sys_image_guid": "a088:c203:0010:0000"}, "0000:01:00.0") != \
+        fabric.twin_key({"name": "mlx5_1", "sys_image_guid": "a088:c203:0020:0000"}, "0002:01:00.0")
+    assert fabric.twin_key({"name": "x"}, "0000:01:00.0") != fabric.twin_key({"name": "y"}, "0002:01:00.0")
+    # Soft RoCE prints an all-zero GUID: it says nothing about the hardware.
+    assert fabric.twin_key({"name": "rxe0", "sys_image_guid": None}, "0000:01:00.0") == ("pci", "0000:01:00.0")
+
+
+def test_spark_without_guids_keeps_functions_apart(tmp_path):
+    fabric_trees.spark(str(tmp_path))
+    for name in os.listdir(str(tmp_path / "class" / "infiniband")):
+        os.unlink(str(tmp_path / "class" / "infiniband" / name / "sys_image_guid"))
+    plist = fabric.ports(fabric.read_netdevs(str(tmp_path)), fabric.read_rdma(str(tmp_path)))
+    assert sorted(p["name"] for p in plist) == ["enP2p1s0f0np0", "enP2p1s0f1np1", "enp1s0f0np0", "enp1s0f1np1"]
+    assert all(len(p["functions"]) == 1 for p in plist)

@@ -168,3 +168,69 @@ def test_hostfile_and_torchrun():
         "192.168.100.11 slots=1\n192.168.100.12 slots=1\n"
     lines = fabric_addr.torchrun_example(["192.168.100.11", "192.168.100.12"], {})
     assert "--node-rank=1" in lines[1] and "--rdzv-endpoint=192.168.100.11:29500" in lines[1]
+
+
+def test_no_link_on_any_port_says_where_the_cable_goes(tmp_path, two):
+    """Issue 36: a Spark with no link and no interface named was told "no fabric interface named"."""
+    two["spark-2"].update(interface="", fabric=facts_of(tmp_path, "c", cabled=None))
+    errors = fabric_addr.plan(two, "static", "192.168.100.0/24")["errors"]
+    assert errors == ["spark-2: no port has a link: plug the cable into a fabric port - the port of enp1s0f0np0 / "
+                      "enP2p1s0f0np0 or the port of enp1s0f1np1 / enP2p1s0f1np1 - or name the fabric interface "
+                      "(sparkforge_fabric_interface)"]
+
+
+def test_two_linked_ports_and_none_named(tmp_path, two):
+    two["spark-1"].update(interface="", fabric=facts_of(tmp_path, "c", cabled="both"))
+    errors = fabric_addr.plan(two, "static", "192.168.100.0/24")["errors"]
+    assert errors == ["spark-1: 2 ports have a link (enp1s0f0np0, enp1s0f1np1): name the one for the fabric "
+                      "(sparkforge_fabric_interface)"]
+
+
+def test_grace_hosts_plan_one_hca_each(tmp_path):
+    """GH200s with a compute and a storage HCA (Grace layout): the compute port has no twin."""
+    hosts = {}
+    for name, addr in (("gh-1", "10.10.0.1"), ("gh-2", "10.10.0.2")):
+        sysfs, proc = str(tmp_path / name), str(tmp_path / (name + "-proc"))
+        fabric_trees.gh200_grace(sysfs, proc)
+        hosts[name] = {"interface": "ibp1s0", "address": addr, "fabric": fabric.gather(sysfs, proc)}
+    res = fabric_addr.plan(hosts, "static", "10.10.0.0/24")
+    assert res["errors"] == []
+    assert [(h["twins"], h["hcas"]) for h in res["hosts"].values()] == [([], ["mlx5_0:1"])] * 2
+
+
+def test_report_dir_problem(tmp_path):
+    assert fabric_addr.report_dir_problem(str(tmp_path / "reports")) is None
+    assert fabric_addr.report_dir_problem(str(tmp_path / "a" / "b" / "reports")) is None
+    assert fabric_addr.report_dir_problem(str(tmp_path)) is None
+    (tmp_path / "plain").write_text("x")
+    assert fabric_addr.report_dir_problem(str(tmp_path / "plain" / "reports")) == \
+        "cluster_fabric_report_dir %s/plain/reports: %s/plain is a file, not a directory, so the directory " \
+        "cannot be made" % (tmp_path, tmp_path)
+    assert fabric_addr.report_dir_problem(str(tmp_path / "plain")) == \
+        "cluster_fabric_report_dir %s/plain: exists and is not a directory" % tmp_path
+    assert "not an absolute path" in fabric_addr.report_dir_problem("reports")
+    assert not (tmp_path / "reports").exists() and not (tmp_path / "a").exists()
+
+
+@pytest.mark.parametrize("row,tree,report,message", [
+    pytest.param("X01", "f1", "plain/reports", "cluster_fabric_report_dir {t}/plain/reports: {t}/plain is a file, "
+                 "not a directory, so the directory cannot be made", id="X01"),
+    pytest.param("X02", "f1", "plain", "cluster_fabric_report_dir {t}/plain: exists and is not a directory", id="X02"),
+    pytest.param("X03", None, "reports", "spark-2: no port has a link: plug the cable into a fabric port - the port "
+                 "of enp1s0f0np0 / enP2p1s0f0np0 or the port of enp1s0f1np1 / enP2p1s0f1np1 - or name the fabric "
+                 "interface (sparkforge_fabric_interface)", id="X03"),
+    pytest.param("X04", "both", "reports", "spark-2: 2 ports have a link (enp1s0f0np0, enp1s0f1np1): name the one "
+                 "for the fabric (sparkforge_fabric_interface)", id="X04"),
+])
+def test_fabric_rows(tmp_path, two, row, tree, report, message):
+    """docs/bad-inputs.md, Fabric: each refusal's exact message, and nothing made on the controller (the
+    end-to-end runs in tests/test_fabric_modules.py assert the exit code and the hosts' files)."""
+    (tmp_path / "plain").write_text("x")
+    two["spark-2"].update(interface="", fabric=facts_of(tmp_path, "t", cabled=tree))
+    if tree == "f1":
+        two["spark-2"]["interface"] = "enp1s0f1np1"
+    before = sorted(os.listdir(str(tmp_path)))
+    errors = fabric_addr.plan(two, "static", "192.168.100.0/24")["errors"]
+    problem = fabric_addr.report_dir_problem(str(tmp_path / report))
+    assert (errors + [problem] if problem else errors) == [message.format(t=tmp_path)], row
+    assert sorted(os.listdir(str(tmp_path))) == before

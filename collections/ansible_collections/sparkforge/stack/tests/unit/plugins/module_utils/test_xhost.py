@@ -93,3 +93,85 @@ def test_rank_of():
     assert xhost.rank_of("b", ["a", "b"]) == 1
     with pytest.raises(xhost.XhostError):
         xhost.rank_of("c", ["a", "b"])
+
+
+@pytest.mark.parametrize("n", list(range(0, 18)) + [64])
+def test_pair_rounds_meet_every_pair_once_with_no_host_twice_in_a_round(n):
+    rounds = xhost.pair_rounds(n)
+    met = [pair for rnd in rounds for pair in rnd]
+    assert sorted(met) == [(a, b) for a in range(n) for b in range(a + 1, n)]     # every pair exactly once
+    for rnd in rounds:
+        ranks = [r for pair in rnd for r in pair]
+        assert len(ranks) == len(set(ranks))                                       # no host twice in a round
+        assert len(rnd) == n // 2                                                  # every round full (one bye)
+    assert len(rounds) == (0 if n < 2 else n - 1 if n % 2 == 0 else n)
+
+
+def test_pair_rounds_small():
+    assert xhost.pair_rounds(2) == [[(0, 1)]]
+    assert xhost.pair_rounds(4) == [[(0, 3), (1, 2)], [(0, 2), (1, 3)], [(0, 1), (2, 3)]]
+    # Eight hosts: 7 rounds instead of 28 pair slots one after another.
+    assert len(xhost.pair_rounds(8)) == 7 and len(xhost.pair_rounds(16)) == 15
+
+
+def versions(**kw):
+    base = {"driver": "580.95.05", "cuda": "13.0", "nccl": "2.27.7", "torch": "2.10.0+cu130",
+            "kernel": "6.11.0-1016-nvidia", "user": "nvidia", "uid": 1000, "notes": []}
+    base.update(kw)
+    return base
+
+
+def test_parity_of_equal_hosts_says_nothing():
+    hosts = ["s1", "s2", "s3"]
+    assert xhost.parity(dict((h, versions()) for h in hosts), hosts) == []
+
+
+def test_parity_names_the_odd_node_the_item_and_both_values():
+    hosts = ["s1", "s2", "s3", "s4"]
+    facts = {"s1": versions(), "s2": versions(torch="2.9.1+cu130", nccl="2.26.2"), "s3": versions(uid=1001),
+             "s4": versions(kernel="6.8.0-1015-nvidia", driver=None)}
+    assert xhost.parity(facts, hosts) == [
+        "s4: driver none, where s1 has 580.95.05",
+        "s2: nccl 2.26.2, where s1 has 2.27.7",
+        "s2: torch 2.9.1+cu130, where s1 has 2.10.0+cu130",
+        "s4: kernel 6.8.0-1015-nvidia, where s1 has 6.11.0-1016-nvidia",
+        "s3: uid 1001, where s1 has 1000"]
+
+
+def test_parity_the_majority_is_the_reference_even_against_the_first_host():
+    hosts = ["s1", "s2", "s3"]
+    facts = {"s1": versions(user="ubuntu"), "s2": versions(), "s3": versions()}
+    assert xhost.parity(facts, hosts) == ["s1: user ubuntu, where s2 has nvidia"]
+    # Two hosts that differ: the first host's value is the reference.
+    assert xhost.parity({"s1": versions(), "s2": versions(cuda="12.9")}, ["s1", "s2"]) == \
+        ["s2: cuda 12.9, where s1 has 13.0"]
+
+
+def test_parity_a_host_without_versions_and_check_mode_unread_items():
+    hosts = ["s1", "s2"]
+    # An unreachable host has no versions: the run names it (never joined), parity compares the others.
+    assert xhost.parity({"s1": versions()}, hosts) == []
+    unread = versions(torch=None, cuda=None, nccl=None)
+    assert xhost.parity({"s1": versions(), "s2": unread}, hosts, skip_unread=True) == []
+    assert len(xhost.parity({"s1": versions(), "s2": unread}, hosts)) == 3
+
+
+def test_host_facts_from_a_stand_in_sysfs(tmp_path):
+    import os
+    import pwd
+    import sys
+    (tmp_path / "module" / "nvidia").mkdir(parents=True)
+    (tmp_path / "module" / "nvidia" / "version").write_text("580.95.05\n")
+    probe = tmp_path / "python"
+    # A stand-in for the stack's python: prints what torch would report.
+    probe.write_text("#!%s\nimport json; print(json.dumps({'torch': '2.10.0+cu130', 'cuda': '13.0', "
+                     "'nccl': '2.27.7'}))\n" % sys.executable)
+    probe.chmod(0o755)
+    got = xhost.host_facts(str(probe), None, str(tmp_path))
+    me = pwd.getpwuid(os.getuid())
+    assert got == {"driver": "580.95.05", "cuda": "13.0", "nccl": "2.27.7", "torch": "2.10.0+cu130",
+                   "kernel": os.uname()[2], "user": me.pw_name, "uid": me.pw_uid, "notes": []}
+    assert xhost.host_facts(str(tmp_path / "missing"), None, str(tmp_path / "none"))["notes"] == \
+        ["no python at %s: torch, CUDA and NCCL not read" % (tmp_path / "missing")]
+    with pytest.raises(xhost.XhostError):
+        xhost.user_facts("no-such-user-sparkforge")

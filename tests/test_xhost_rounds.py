@@ -1,0 +1,89 @@
+"""The cross-host check's pair rounds run for real: xhost.SCRIPT as the module runs it, one process per rank
+on this machine, torch's gloo over 127.0.0.1, five ranks (odd: every round has a bye) and four. Rank 0's
+result must hold every pair exactly once, each exact. Needs the CPU torch the container test installs
+(~/.cache/sparkforge/xhost-torch-2.13.0, or SPARKFORGE_XHOST_TORCH); skipped without it."""
+
+import os
+import socket
+import sys
+import threading
+
+import pytest
+
+from helpers import REPO
+
+sys.path.insert(0, os.path.join(REPO, "collections"))
+from ansible_collections.sparkforge.stack.plugins.module_utils import xhost  # noqa: E402
+
+TORCH_DIR = os.environ.get("SPARKFORGE_XHOST_TORCH") or os.path.expanduser("~/.cache/sparkforge/xhost-torch-2.13.0")
+needs_torch = pytest.mark.skipif(not os.path.isdir(os.path.join(TORCH_DIR, "torch")),
+                                 reason="no CPU torch at %s (tests/test_xhost_containers.py installs it)" % TORCH_DIR)
+
+
+def free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def run_ranks(n, sizes=(1 << 20,), iters=3):
+    hosts = ["h%d" % i for i in range(n)]
+    port, results = free_port(), {}
+    env = {"PYTHONPATH": TORCH_DIR, "GLOO_SOCKET_IFNAME": "lo", "OMP_NUM_THREADS": "1"}
+
+    def one(rank):
+        config = {"rank": rank, "hosts": hosts, "master_addr": "127.0.0.1", "master_port": port, "backend": "gloo",
+                  "sizes": list(sizes), "iters": iters, "join_timeout": 60, "op_timeout": 60,
+                  "rounds": xhost.pair_rounds(n)}
+        results[rank] = xhost.run_script(sys.executable, config, 240, env=env)
+
+    threads = [threading.Thread(target=one, args=(r,)) for r in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return hosts, results
+
+
+@needs_torch
+@pytest.mark.parametrize("n", [5, 4])
+def test_every_pair_once_in_rounds_over_gloo(n):
+    hosts, results = run_ranks(n)
+    for rank in range(n):
+        assert results[rank][0]["status"] == "ok", results[rank]
+    first = results[0][0]
+    assert first["checks"][0]["status"] == "pass", first
+    met = sorted((p["a"], p["b"]) for p in first["pairs"])
+    assert met == [(hosts[a], hosts[b]) for a in range(n) for b in range(a + 1, n)]
+    assert all(p["exact"] and p["gbs"] > 0 for p in first["pairs"]), first["pairs"]
+
+
+@needs_torch
+def test_the_probe_reads_real_torch():
+    """Parity's probe with the real CPU torch: its version, no CUDA and no NCCL (a CPU build)."""
+    got = xhost.host_facts(sys.executable, None, "/nonexistent-sysfs", env={"PYTHONPATH": TORCH_DIR})
+    assert got["torch"].endswith("+cpu") and got["cuda"] is None and got["nccl"] is None, got
+    assert got["driver"] is None and got["notes"] == []
+
+
+def test_parity_module_refuses_before_any_collective(tmp_path):
+    """xhost_collectives mode facts on this host, then mode parity (the controller's step) with a second host
+    whose torch and UID differ: failed, naming the node, each item and both values; in check mode the same."""
+    from helpers import run_module
+    me, rc = run_module("xhost_collectives", {"mode": "facts", "hosts": ["a", "b"], "python": sys.executable,
+                                              "sysfs_root": str(tmp_path)}, check_mode=True)
+    assert rc == 0 and not me["changed"], me
+    other = dict(me["versions"], torch="2.9.1+cu130", uid=(me["versions"]["uid"] or 0) + 1)
+    for check in (True, False):
+        res, rc = run_module("xhost_collectives", {"mode": "parity", "hosts": ["a", "b"],
+                                                   "results": {"a": me, "b": {"versions": other}}}, check_mode=check)
+        assert rc != 0 and res["failed"], res
+        assert res["msg"].startswith("the hosts differ, no collective was run: "), res["msg"]
+        assert "b: torch 2.9.1+cu130, where a has none" in res["msg"] or check, res["msg"]
+        assert "b: uid %d, where a has %d" % (other["uid"], me["versions"]["uid"]) in res["msg"], res["msg"]
+    ok, rc = run_module("xhost_collectives", {"mode": "parity", "hosts": ["a", "b"],
+                                              "results": {"a": me, "b": me}})
+    assert rc == 0 and ok["differences"] == [], ok
+    bad, rc = run_module("xhost_collectives", {"mode": "facts", "hosts": ["a", "b"], "python": sys.executable,
+                                               "user": "no-such-user-sparkforge"})
+    assert rc != 0 and "xhost_user no-such-user-sparkforge: user no-such-user-sparkforge does not exist" in bad["msg"]
