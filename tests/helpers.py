@@ -140,7 +140,7 @@ def run_module(name, args, check_mode=False, diff=False, env=None, timeout=600, 
 
 
 def user_checkout(root):
-    """A stand-in for the README's checkout, where its commands run as written: this repository's
+    """A stand-in for the checkout of the README and the guides, where its commands run as written: this repository's
     playbooks, collections, library and ansible.cfg (links), ``.venv`` this Python's environment, and an
     empty ``inventory/`` for the test's inventory files.  Returns its path."""
     checkout = os.path.join(str(root), "checkout")
@@ -161,7 +161,7 @@ def user_env(checkout):
 
 
 def user_shell(checkout, line, timeout=900):
-    """Run one README line with bash in ``checkout``, as a user would; stdout and stderr together."""
+    """Run one line of the README or a guide with bash in ``checkout``, as a user would; stdout and stderr together."""
     return subprocess.run(["bash", "-c", line], cwd=checkout, env=user_env(checkout), stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, universal_newlines=True, timeout=timeout, check=False)
 
