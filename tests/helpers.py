@@ -165,3 +165,22 @@ def user_shell(checkout, line, timeout=900):
     return subprocess.run(["bash", "-c", line], cwd=checkout, env=user_env(checkout), stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, universal_newlines=True, timeout=timeout, check=False)
 
+
+
+def setup_keeps(venv):
+    """None when `scripts/setup run` (what scripts/spark runs first) leaves ``venv`` as it is, else why it
+    would build it again: a test must never let it rebuild the venv the tests run in. scripts/setup's own
+    test: the stamp it wrote, the sha256 of pyproject.toml followed by the extras ("" or "[test]") and a
+    newline, 16 hex digits."""
+    with open(os.path.join(REPO, "pyproject.toml"), "rb") as handle:
+        project = handle.read()
+    stamps = [hashlib.sha256(project + extra + b"\n").hexdigest()[:16] for extra in (b"", b"[test]")]
+    try:
+        with open(os.path.join(venv, ".sparkforge-stamp")) as handle:
+            have = handle.read().strip()
+    except OSError:
+        have = None
+    if not os.access(os.path.join(venv, "bin", "python"), os.X_OK) or have not in stamps:
+        return ("%s is not the venv scripts/setup made from this pyproject.toml (stamp %s): run scripts/setup test"
+                % (venv, have))
+    return None
