@@ -13,7 +13,8 @@ torch_domains, the CUDA libraries asked for (sparkforge_dev_libraries):
 
 1. Without a bundle, preflight stops both hosts with the sources table (every source unreachable),
    and nothing on them changed (a filesystem snapshot).
-2. `sparkforge bundle -i inventory/site.yml --out DIR` makes the bundle; a rerun through
+2. `sparkforge bundle -i inventory/site.yml --out DIR` makes the bundle (the line of both guides, air-gapped
+   sites and the CLI's); a rerun through
    `playbooks/bundle.yml` fetches nothing.
 3. Bundles that must be refused, each a preflight stop that names the item, nothing changed: an item
    missing, a file whose sha256 differs, a bundle made for another Python.
@@ -216,6 +217,9 @@ def test_offline_hosts_from_a_bundle(site):
     # 2. The bundle, made where the sources are: `sparkforge bundle`, the guide's line.
     bundle = str(site["root"] / "bundle")
     make, make_again = bundle_lines(bundle)
+    # The CLI guide's line (docs/guides/api-cli-ee.md, "Python API and CLI") is this one, DIR filled in.
+    cli = readme.command("api-cli-ee.md", ".venv/bin/sparkforge bundle", heading="## Python API and CLI")
+    assert cli.split("  #")[0].strip().replace(" DIR", " " + bundle) == make, (cli, make)
     made = user_shell(site["checkout"], make)
     (site["root"] / "bundle.log").write_text(made.stdout)
     assert made.returncode == 0, made.stdout[-6000:]

@@ -5,7 +5,8 @@ Two containers from the test bed's amd64 image (molecule/shared/build-images.sh)
 network of their own (MTU 9000), reached by Ansible through the podman connection. What is real and
 what stands in:
 
-- real: the playbook, its roles and modules, run with the guide's command lines as written, from a
+- real: the playbook, its roles and modules, run with the guide's command lines as written (and the CLI's
+  `sparkforge cluster ... --check` of docs/guides/api-cli-ee.md), from a
   stand-in checkout (helpers.user_checkout) whose inventory/sparks.yml is the cluster; Debian's netplan.io, whose ``netplan generate`` (the role's
   default command) validates each host's drop-in in /etc/netplan and renders it for systemd-networkd;
   sshd on each host with a host key of its own, and the logins between the hosts that cluster_ssh set
@@ -199,6 +200,19 @@ def test_cluster_check_then_run_then_a_rerun_that_changes_nothing(cluster):
     rc, out = run(check, cluster)
     assert rc == 0, out[-5000:]
     assert snapshots(cluster) == before, "check mode changed a host"
+    assert not (cluster["reports"] / "cluster-hostfile").exists()
+
+    # The CLI's line (docs/guides/api-cli-ee.md, "Python API and CLI") as written, on the same cluster as the
+    # checkout's inventory/site.yml: check mode again, every host ok, nothing changed.
+    cli = readme.command("api-cli-ee.md", ".venv/bin/sparkforge cluster", heading="## Python API and CLI")
+    assert cli.split("  #")[0].strip() == ".venv/bin/sparkforge cluster -i inventory/site.yml -g sparks --check", cli
+    shutil.copy(cluster["inventory"], os.path.join(cluster["checkout"], "inventory", "site.yml"))
+    rc, out = run(cli, cluster)
+    assert rc == 0, out[-5000:]
+    assert re.search(r"^cluster: \S+ \(rc=0,", out, re.M), out[-5000:]
+    for host in HOSTS:
+        assert re.search(r"^%s\s+\S+\s+\d+\s+\d+\s+0\s+\d+$" % host, out, re.M), out[-5000:]
+    assert snapshots(cluster) == before, "sparkforge cluster --check changed a host"
     assert not (cluster["reports"] / "cluster-hostfile").exists()
 
     rc, out = run(converge, cluster)
