@@ -224,7 +224,8 @@ def test_the_quickstart_scripts_spark_check_with_a_fake_gpu(tmp_path, template_v
         os.symlink(os.path.join(REPO, name), os.path.join(checkout, name))
     os.rename(host["inventory"], os.path.join(checkout, "inventory", "hosts.yml"))
     line = readme.command("README.md", "scripts/spark", heading="## Quickstart").split("#")[0].strip() + " --check"
-    assert line == "scripts/spark --check" and "`--check` shows the plan" in readme.section("README.md", "## Quickstart")
+    assert line == "scripts/spark --check", line
+    assert "`--check` shows the plan" in readme.section("README.md", "## Quickstart")
     env = dict((k, v) for k, v in user_env(checkout).items() if not k.startswith("PIP_"))
     env.update(PIP_CONFIG_FILE=os.devnull, PIP_NO_INDEX="1", PIP_DISABLE_PIP_VERSION_CHECK="1",
                ANSIBLE_LOCAL_TEMP=str(tmp_path / "ansible-tmp"))

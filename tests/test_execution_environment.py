@@ -1,10 +1,10 @@
 """The execution environment definition (execution-environment.yml) gives a valid build context.
 
-`ansible-builder create` runs for real, the guide's line as written (docs/guides/api-cli-ee.md).  Building the image needs the base image from a
-container registry, which this test bed cannot reach, so the stages that do not need it are
-replayed here instead: every file the Containerfile copies is in the context, the galaxy stage's
-install command installs the collection from the context, and the builder stage's introspection
-finds the collection's Python and system requirements.
+`ansible-builder create` runs for real, the guide's line as written (docs/guides/api-cli-ee.md).  Building
+the image needs the base image from a container registry, which this test bed cannot reach, so the stages
+that do not need it are replayed here instead: every file the Containerfile copies is in the context, the
+galaxy stage's install command installs the collection from the context, and the builder stage's
+introspection finds the collection's Python and system requirements.
 """
 
 import os
