@@ -140,7 +140,7 @@ def run_module(name, args, check_mode=False, diff=False, env=None, timeout=600, 
 
 
 def user_checkout(root):
-    """A stand-in for the README's checkout, where its commands run as written: this repository's
+    """A stand-in for the checkout of the README and the guides, where its commands run as written: this repository's
     playbooks, collections, library and ansible.cfg (links), ``.venv`` this Python's environment, and an
     empty ``inventory/`` for the test's inventory files.  Returns its path."""
     checkout = os.path.join(str(root), "checkout")
@@ -161,7 +161,26 @@ def user_env(checkout):
 
 
 def user_shell(checkout, line, timeout=900):
-    """Run one README line with bash in ``checkout``, as a user would; stdout and stderr together."""
+    """Run one line of the README or a guide with bash in ``checkout``, as a user would; stdout and stderr together."""
     return subprocess.run(["bash", "-c", line], cwd=checkout, env=user_env(checkout), stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, universal_newlines=True, timeout=timeout, check=False)
 
+
+
+def setup_keeps(venv):
+    """None when `scripts/setup run` (what scripts/spark runs first) leaves ``venv`` as it is, else why it
+    would build it again: a test must never let it rebuild the venv the tests run in. scripts/setup's own
+    test: the stamp it wrote, the sha256 of pyproject.toml followed by the extras ("" or "[test]") and a
+    newline, 16 hex digits."""
+    with open(os.path.join(REPO, "pyproject.toml"), "rb") as handle:
+        project = handle.read()
+    stamps = [hashlib.sha256(project + extra + b"\n").hexdigest()[:16] for extra in (b"", b"[test]")]
+    try:
+        with open(os.path.join(venv, ".sparkforge-stamp")) as handle:
+            have = handle.read().strip()
+    except OSError:
+        have = None
+    if not os.access(os.path.join(venv, "bin", "python"), os.X_OK) or have not in stamps:
+        return ("%s is not the venv scripts/setup made from this pyproject.toml (stamp %s): run scripts/setup test"
+                % (venv, have))
+    return None

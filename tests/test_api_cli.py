@@ -115,10 +115,10 @@ def test_module_entry_point_plan(tmp_path):
 
 
 def test_the_readme_cli_lines_as_written():
-    """README "Python API and CLI", its first two lines as written, from the repository root on this machine
-    (no GPU, no fleet): the example fleet's hosts cannot be reached (exit 3, each one named); the default
-    inventory's host (this machine) stops in preflight in check mode (exit 2)."""
-    lines = readme.commands("### Python API and CLI")
+    """The guide's "Python API and CLI" (docs/guides/api-cli-ee.md), its first two lines as written, from the
+    repository root on this machine (no GPU, no fleet): the example fleet's hosts cannot be reached (exit 3,
+    each one named); the default inventory's host (this machine) stops in preflight in check mode (exit 2)."""
+    lines = readme.commands("api-cli-ee.md", "## Python API and CLI")
     plan, check = lines[0], lines[1]
     assert plan.startswith(".venv/bin/sparkforge plan -i inventory/examples/fleet") and \
         check == ".venv/bin/sparkforge provision -i inventory --check", lines

@@ -15,6 +15,10 @@ package directory with a dist-info, at the versions the manifest pairs with torc
 The same matrix for a fresh host (no venv) and for a provisioned host with torch from the index or a
 wheelhouse is the journey's (tests/test_journey.py, stages 1 and 4, on a container host, the host's
 whole filesystem snapshotted), so it is not repeated here.
+
+The README's Quickstart line with `--check`, `scripts/spark --check`, runs here as written, from the root of a
+stand-in checkout whose inventory/hosts.yml is this machine with the fake GPU (the provisioned host, torch
+alone): exit 0, no change, the prefix unchanged.
 """
 
 import json
@@ -26,7 +30,8 @@ import sys
 import pytest
 import yaml
 
-from helpers import GH200, REPO, fake_smi
+import readme
+from helpers import GH200, REPO, fake_smi, setup_keeps, user_checkout, user_env
 
 BIN = os.path.dirname(sys.executable)
 TORCH = "2.11.0"
@@ -204,3 +209,36 @@ def test_a_wheelhouse_without_the_wheel_fails_with_pips_reason(tmp_path, templat
     error = summary["hosts"]["localhost"]["error"] if "hosts" in summary else summary["localhost"]["error"]
     assert "No matching distribution found for torch==2.11.0" in error, error
     assert "non-zero return code" not in error
+
+
+def test_the_quickstart_scripts_spark_check_with_a_fake_gpu(tmp_path, template_venv):
+    """`scripts/spark --check`, the Quickstart's line as written with the --check the README names, from the
+    root of a stand-in checkout (this repository's scripts, playbooks and collection; .venv the tests' venv)
+    whose inventory/hosts.yml, scripts/spark's default, is this machine with a fake GH200."""
+    reason = setup_keeps(sys.prefix)
+    if reason:
+        pytest.fail(reason)  # scripts/setup would build the tests' own venv again through the checkout's .venv
+    host = make_host(tmp_path, template_venv, "existing", components=["pytorch"])
+    checkout = user_checkout(tmp_path)
+    for name in ("scripts", "pyproject.toml"):
+        os.symlink(os.path.join(REPO, name), os.path.join(checkout, name))
+    os.rename(host["inventory"], os.path.join(checkout, "inventory", "hosts.yml"))
+    line = readme.command("README.md", "scripts/spark", heading="## Quickstart").split("#")[0].strip() + " --check"
+    assert line == "scripts/spark --check", line
+    assert "`--check` shows the plan" in readme.section("README.md", "## Quickstart")
+    env = dict((k, v) for k, v in user_env(checkout).items() if not k.startswith("PIP_"))
+    env.update(PIP_CONFIG_FILE=os.devnull, PIP_NO_INDEX="1", PIP_DISABLE_PIP_VERSION_CHECK="1",
+               ANSIBLE_LOCAL_TEMP=str(tmp_path / "ansible-tmp"))
+    before = snapshot(*watched(host))
+    proc = subprocess.run(["bash", "-c", line], cwd=checkout, env=env, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, universal_newlines=True, timeout=300, check=False)
+    out = proc.stdout
+    (tmp_path / "run.log").write_text(out)  # for a person
+    assert "== creating .venv" not in out, out[-4000:]  # scripts/setup kept the venv
+    assert proc.returncode == 0, out[-4000:]
+    recap = re.search(r"localhost\s+: ok=\d+\s+changed=(\d+)\s+unreachable=0\s+failed=0", out)
+    assert recap and recap.group(1) == "0", out[-4000:]
+    # The plan, for the fake GPU: the venv's torch, the one it has.
+    assert "platform gh200 (9.0), PyTorch %s from existing" % TORCH in out, out[-4000:]
+    assert re.search(r"pytorch\s+install\s+PyTorch %s from the existing" % re.escape(TORCH), out), out[-4000:]
+    assert snapshot(*watched(host)) == before

@@ -1,6 +1,6 @@
 """The collection as users install it: its tarball ships the playbook, runnable by its FQCN.
 
-Runs the README's "From an installed collection" commands as written, read from the README: the
+Runs the guide's (docs/guides/installing-the-collection.md) commands as written, read from it: the
 build in a stand-in checkout (this repository's collection tree and ansible.cfg), then `cd ~/site`,
 the install into ~/.ansible/collections and `ansible-playbook sparkforge.stack.spark`, with HOME a
 throwaway directory. The installed copy passes a syntax check, and the `--check` run must stop in
@@ -26,12 +26,12 @@ def run(cmd, cwd, env, timeout=300):
 
 
 def readme_commands():
-    """The command block of the README's "From an installed collection", line by line, as written."""
-    return readme.commands("### From an installed collection")
+    """The command block of the guide "Installing the collection", line by line, as written."""
+    return readme.commands("installing-the-collection.md")
 
 
 def stand_in_checkout(home):
-    """~/sparkforge as the README's checkout: this repository's collection tree, ansible.cfg and
+    """~/sparkforge as the guide's checkout: this repository's collection tree, ansible.cfg and
     inventory (links and a copy), so the commands meet the checkout's own ansible.cfg."""
     checkout = home / "sparkforge"
     checkout.mkdir()
@@ -43,7 +43,7 @@ def stand_in_checkout(home):
 
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory):
-    """The README's commands as written: ~ is a throwaway home holding the checkout and the site."""
+    """The guide's commands as written: ~ is a throwaway home holding the checkout and the site."""
     home = tmp_path_factory.mktemp("home")
     checkout = stand_in_checkout(home)
     site = home / "site"
@@ -57,7 +57,7 @@ def installed(tmp_path_factory):
     lines = readme_commands()
     assert lines[0].startswith("ansible-galaxy collection build") and lines[1] == "cd ~/site", lines
     assert lines[-1].startswith("ansible-playbook sparkforge.stack.spark"), lines
-    # All but the last, from the checkout (where the README's first line runs), stopping at a failure.
+    # All but the last, from the checkout (where the guide's first line runs), stopping at a failure.
     proc = run(["bash", "-e", "-c", "\n".join(lines[:-1])], cwd=str(checkout), env=env)
     assert proc.returncode == 0, proc.stdout
     assert "was installed successfully" in proc.stdout, proc.stdout
@@ -87,7 +87,7 @@ def test_installed_playbook_check_run_stops_in_preflight_from_the_site_directory
 
 
 def test_inside_the_checkout_galaxy_counts_the_in_tree_copy_as_installed(installed):
-    """What the README says of the checkout: "Nothing to do" there, and --force installs anyway."""
+    """What the guide says of the checkout: "Nothing to do" there, and --force installs anyway."""
     cmd = "ansible-galaxy collection install %s -p ~/.ansible/collections" % installed["tarball"]
     proc = run(["bash", "-c", cmd], cwd=installed["checkout"], env=installed["env"])
     assert proc.returncode == 0 and "Nothing to do" in proc.stdout, proc.stdout

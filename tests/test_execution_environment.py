@@ -1,10 +1,10 @@
 """The execution environment definition (execution-environment.yml) gives a valid build context.
 
-`ansible-builder create` runs for real.  Building the image needs the base image from a
-container registry, which this test bed cannot reach, so the stages that do not need it are
-replayed here instead: every file the Containerfile copies is in the context, the galaxy stage's
-install command installs the collection from the context, and the builder stage's introspection
-finds the collection's Python and system requirements.
+`ansible-builder create` runs for real, the guide's line as written (docs/guides/api-cli-ee.md).  Building
+the image needs the base image from a container registry, which this test bed cannot reach, so the stages
+that do not need it are replayed here instead: every file the Containerfile copies is in the context, the
+galaxy stage's install command installs the collection from the context, and the builder stage's
+introspection finds the collection's Python and system requirements.
 """
 
 import os
@@ -16,20 +16,41 @@ import sys
 import pytest
 import yaml
 
+import readme
 from helpers import COLLECTION, REPO
 
 BIN = os.path.dirname(sys.executable)
-DEFINITION = os.path.join(REPO, "execution-environment.yml")
+
+
+def guide_lines():
+    """The guide's two lines (docs/guides/api-cli-ee.md, "Execution environment"): create, then build."""
+    create, build = readme.commands("api-cli-ee.md", "## Execution environment (AWX / Automation Controller)")
+    return create, build
 
 
 @pytest.fixture(scope="module")
 def context(tmp_path_factory):
-    ctx = tmp_path_factory.mktemp("ee") / "context"
-    proc = subprocess.run([os.path.join(BIN, "ansible-builder"), "create", "-f", DEFINITION, "-c", str(ctx)],
-                          cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          universal_newlines=True, timeout=300, check=False)
+    """The guide's `create` line as written, from the root of a stand-in checkout (this repository's definition,
+    ee/ and collection; .venv the tests' venv): the build context in its ./context."""
+    create, _ = guide_lines()
+    assert create.startswith(".venv/bin/ansible-builder create -f execution-environment.yml "), create
+    checkout = tmp_path_factory.mktemp("ee") / "checkout"
+    checkout.mkdir()
+    for name in ("execution-environment.yml", "ee", "collections"):
+        os.symlink(os.path.join(REPO, name), str(checkout / name))
+    os.symlink(sys.prefix, str(checkout / ".venv"))
+    proc = subprocess.run(["bash", "-c", create], cwd=str(checkout), stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, universal_newlines=True, timeout=300, check=False)
     assert proc.returncode == 0, proc.stdout
-    return ctx
+    return checkout / "context"
+
+
+def test_the_build_line_builds_what_create_writes():
+    """`build` is not run here (its base image is in a container registry): it takes the same definition as
+    `create`, and tags the image."""
+    create, build = guide_lines()
+    assert build.startswith(".venv/bin/ansible-builder build -f execution-environment.yml -t "), build
+    assert build.split()[2:4] == create.split()[2:4], (create, build)
 
 
 def containerfile_lines(ctx):

@@ -18,7 +18,7 @@ The wheelhouse with its generations is on the controller (this machine).
    host changes; a host never upgraded is left alone; a rollback on purpose; `sparkforge status`
    through the CLI all along.
 
-The commands are the README's ("Upgrading a fleet", read by tests/readme.py), run as written from a
+The commands are the guide's (docs/guides/upgrading-a-fleet.md, read by tests/readme.py), run as written from a
 stand-in checkout (this repository's playbooks, collections and ansible.cfg; .venv is this Python's
 environment) whose `inventory/` holds the fleet; a rollback's `[--to G] [-l LIMIT]` are filled in.
 """
@@ -76,7 +76,7 @@ def fleet(tmp_path_factory):
     pip_conf.write_text("[global]\nno-index = true\nfind-links = /srv/deps\ndisable-pip-version-check = true\n")
     tag = uuid.uuid4().hex[:6]
     names = dict((h, "sparkforge-rollout-%s-%s" % (tag, h)) for h in GPUS)
-    # The README's checkout: `ansible-playbook playbooks/spark.yml -i inventory` and `.venv/bin/sparkforge`
+    # The guide's checkout: `ansible-playbook playbooks/spark.yml -i inventory` and `.venv/bin/sparkforge`
     # run from it as written.
     checkout = user_checkout(root)
     hosts = {}
@@ -125,9 +125,9 @@ def fleet(tmp_path_factory):
 
 
 def readme_line(starts, **fill):
-    """The README's "Upgrading a fleet" line starting with ``starts``, its comment dropped and each
+    """The guide "Upgrading a fleet"'s line starting with ``starts``, its comment dropped and each
     ``[--opt VALUE]`` replaced by ``fill[opt]`` (or left out)."""
-    line = readme.command("### Upgrading a fleet", starts).split("  #")[0].strip()
+    line = readme.command("upgrading-a-fleet.md", starts).split("  #")[0].strip()
     for opt in re.findall(r"\[(-[-\w]+) \w+\]", line):
         value = fill.get(opt.lstrip("-"))
         line = re.sub(r"\[%s \w+\]" % re.escape(opt), "%s %s" % (opt, value) if value else "", line)
@@ -152,7 +152,7 @@ def shell(fleet, line, timeout=900):
 
 
 def play(fleet):
-    """The README's upgrade command, as written."""
+    """The guide's upgrade command, as written."""
     proc = shell(fleet, readme_line("ansible-playbook playbooks/spark.yml"))
     recap = {m.group(1): {"changed": int(m.group(2)), "failed": int(m.group(3))} for m in re.finditer(
         r"^(\S+)\s+: ok=\d+\s+changed=(\d+)\s+unreachable=\d+\s+failed=(\d+)", proc.stdout, re.M)}
@@ -162,7 +162,7 @@ def play(fleet):
 
 
 def rollback(fleet, **fill):
-    """The README's rollback command with its options filled in, and --json: (exit code, result)."""
+    """The guide's rollback command with its options filled in, and --json: (exit code, result)."""
     proc = shell(fleet, readme_line(".venv/bin/sparkforge rollback", **fill) + " --json -q")
     (fleet["root"] / ("rollback-%s.log" % uuid.uuid4().hex[:4])).write_text(proc.stdout)
     return proc.returncode, json.loads(proc.stdout[proc.stdout.index("{"):])
@@ -213,7 +213,7 @@ def imports(fleet, host):
 
 
 def status(fleet):
-    """The README's status command, as written, and with --json -q: (exit code, result, its output)."""
+    """The guide's status command, as written, and with --json -q: (exit code, result, its output)."""
     line = readme_line(".venv/bin/sparkforge status")
     proc = shell(fleet, line + " --json -q", timeout=600)
     return proc.returncode, json.loads(proc.stdout[proc.stdout.index("{"):]), proc.stdout

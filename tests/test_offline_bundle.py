@@ -13,7 +13,8 @@ torch_domains, the CUDA libraries asked for (sparkforge_dev_libraries):
 
 1. Without a bundle, preflight stops both hosts with the sources table (every source unreachable),
    and nothing on them changed (a filesystem snapshot).
-2. `sparkforge bundle -i inventory/site.yml --out DIR` makes the bundle; a rerun through
+2. `sparkforge bundle -i inventory/site.yml --out DIR` makes the bundle (the line of both guides, air-gapped
+   sites and the CLI's); a rerun through
    `playbooks/bundle.yml` fetches nothing.
 3. Bundles that must be refused, each a preflight stop that names the item, nothing changed: an item
    missing, a file whose sha256 differs, a bundle made for another Python.
@@ -22,7 +23,7 @@ torch_domains, the CUDA libraries asked for (sparkforge_dev_libraries):
    and its build packages) and a rerun on h2 (the builder) changes nothing.
 Submodules through the mirrors are proven in test_offline_bundle_parts.py.
 
-The commands are the README's ("Air-gapped sites"), run as written from a stand-in checkout whose
+The commands are the guide's (docs/guides/air-gapped-sites.md), run as written from a stand-in checkout whose
 `inventory/site.yml` is the site, with the bundle directory in place of `/srv/sparkforge-bundle`.
 """
 
@@ -130,7 +131,7 @@ def site(tmp_path_factory):
         "preflight_min_ram_gib": 1, "preflight_min_ram_gib_source_build": 1,
         "preflight_min_disk_gib": 1, "preflight_min_disk_gib_source_build": 1,
     }
-    # The README's checkout, where its commands run as written; the site's inventory is inventory/site.yml.
+    # The guide's checkout, where its commands run as written; the site's inventory is inventory/site.yml.
     checkout = user_checkout(root)
     inventory = os.path.join(checkout, "inventory", "site.yml")
     with open(inventory, "w") as handle:
@@ -149,14 +150,14 @@ def recap_of(proc):
 
 
 def bundle_lines(out):
-    """README "Air-gapped sites", step 1's two commands, the bundle directory ``out`` for the README's."""
-    lines = readme.commands("### Air-gapped sites")
+    """The guide "Air-gapped sites", step 1's two commands, the bundle directory ``out`` for the guide's."""
+    lines = readme.commands("air-gapped-sites.md")
     assert len(lines) == 2 and lines[1].startswith("# or: "), lines
     return [line.replace("# or: ", "").replace("/srv/sparkforge-bundle", out) for line in lines]
 
 
 def spark(site, bundle=None, limit=None):
-    """Step 3 as the README has it: `sparkforge_bundle` set in the inventory (or not), then
+    """Step 3 as the guide has it: `sparkforge_bundle` set in the inventory (or not), then
     `ansible-playbook playbooks/spark.yml -i inventory/site.yml` in the checkout (with ``limit``: `-l LIMIT`
     added)."""
     with open(site["inventory"]) as handle:
@@ -167,7 +168,7 @@ def spark(site, bundle=None, limit=None):
     with open(site["inventory"], "w") as handle:
         yaml.safe_dump(data, handle, sort_keys=False)
     line = "ansible-playbook playbooks/spark.yml -i inventory/site.yml"
-    assert "run `%s` as usual" % line in " ".join(readme.section("### Air-gapped sites").split())
+    assert "run `%s` as usual" % line in " ".join(readme.section("air-gapped-sites.md").split())
     proc = user_shell(site["checkout"], line + (" -l " + limit if limit else ""))
     recap = dict((m.group(1), (int(m.group(2)), int(m.group(3)))) for m in re.finditer(
         r"^(h\d)\s+: ok=\d+\s+changed=(\d+)\s+unreachable=\d+\s+failed=(\d+)", proc.stdout, re.M))
@@ -213,9 +214,12 @@ def test_offline_hosts_from_a_bundle(site):
         assert re.search(r"h\d\s+%s\s+file://" % re.escape(source), proc.stdout), source  # its row in the table
     assert "Preflight found" in proc.stdout and "nothing was changed" in proc.stdout
 
-    # 2. The bundle, made where the sources are: `sparkforge bundle`, the README's line.
+    # 2. The bundle, made where the sources are: `sparkforge bundle`, the guide's line.
     bundle = str(site["root"] / "bundle")
     make, make_again = bundle_lines(bundle)
+    # The CLI guide's line (docs/guides/api-cli-ee.md, "Python API and CLI") is this one, DIR filled in.
+    cli = readme.command("api-cli-ee.md", ".venv/bin/sparkforge bundle", heading="## Python API and CLI")
+    assert cli.split("  #")[0].strip().replace(" DIR", " " + bundle) == make, (cli, make)
     made = user_shell(site["checkout"], make)
     (site["root"] / "bundle.log").write_text(made.stdout)
     assert made.returncode == 0, made.stdout[-6000:]
@@ -248,7 +252,7 @@ def test_offline_hosts_from_a_bundle(site):
         ("pytorch", "v2.10.0"), ("torchaudio", "v2.10.0"), ("torchvision", "v0.25.0")]
     for item in manifest["items"]:
         assert len(item["sha256"]) == 64 and item["size"] >= 0 and item["origin"], item
-    # A rerun, the README's other form (the playbook), fetches nothing.
+    # A rerun, the guide's other form (the playbook), fetches nothing.
     again = user_shell(site["checkout"], make_again)
     assert again.returncode == 0, again.stdout[-3000:]
     assert recap_of(again) and all(changed == 0 for changed, _ in recap_of(again).values()), again.stdout[-3000:]

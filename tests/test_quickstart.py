@@ -1,6 +1,8 @@
-"""The README's first command on a machine that is not a supported GPU host (like CI's).
+"""The README's Quickstart, `scripts/spark` as written, from the repository root, on a machine that is not a
+supported GPU host (like CI's).
 
-It must stop in preflight before changing anything, print the plan and say what is missing.
+It must stop in preflight before changing anything, print the plan and say what is missing. The same line
+with `--check` on this machine with a fake GPU: tests/test_check_mode_local.py.
 """
 
 import os
@@ -10,9 +12,34 @@ import sys
 
 import pytest
 
-from helpers import REPO
+import readme
+from helpers import REPO, setup_keeps, user_env
 
 BIN = os.path.dirname(sys.executable)
+
+
+def quickstart_line():
+    """The Quickstart's first line, as written (its comment included: bash ignores it)."""
+    line = readme.command("README.md", "scripts/spark", heading="## Quickstart")
+    assert line.split("#")[0].strip() == "scripts/spark", line
+    return line
+
+
+def quickstart(*extra):
+    """The Quickstart line from the repository root, ``extra`` passed on to ansible-playbook as the README
+    says (placed before its comment); stdout and stderr together."""
+    reason = setup_keeps(os.path.join(REPO, ".venv"))
+    if reason:
+        pytest.fail(reason)
+    line = quickstart_line()
+    if extra:
+        command, comment = line.split("#", 1)
+        line = "%s %s  #%s" % (command.strip(), " ".join(extra), comment)
+    proc = subprocess.run(["bash", "-c", line], cwd=REPO, env=user_env(REPO), stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, universal_newlines=True, timeout=300, check=False)
+    # scripts/setup found the venv made already: nothing was installed.
+    assert "== creating .venv" not in proc.stdout, proc.stdout[-3000:]
+    return proc
 
 
 def run_playbook(*extra):
@@ -28,7 +55,7 @@ def run_playbook(*extra):
 @pytest.mark.parametrize("mode", [[], ["--check"]], ids=["run", "check"])
 def test_main_command_stops_in_preflight_with_the_plan(mode):
     existed = os.path.exists("/opt/sparkforge")
-    proc = run_playbook(*mode)
+    proc = quickstart(*mode)
     out = proc.stdout
     assert proc.returncode == 2, out
     assert "nothing was changed" in out
@@ -41,6 +68,18 @@ def test_main_command_stops_in_preflight_with_the_plan(mode):
     recap = re.search(r"localhost\s+: ok=\d+\s+changed=(\d+)\s+unreachable=0\s+failed=1", out)
     assert recap and recap.group(1) == "0", out
     assert os.path.exists("/opt/sparkforge") == existed
+
+
+def test_an_inventory_given_to_scripts_spark_replaces_this_machines():
+    """The Quickstart's `-i inventory/examples/fleet` for a fleet: the fleet's hosts, not this machine with
+    them (--list-hosts: the plays' hosts, nothing run)."""
+    assert "`-i inventory/examples/fleet` for a fleet" in " ".join(readme.section("README.md", "## Quickstart").split())
+    proc = quickstart("-i", "inventory/examples/fleet", "--list-hosts")
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    preflight = re.search(r"play #1 \(all\).*?hosts \((\d+)\):\n(.*?)\n\n", proc.stdout, re.S)
+    assert preflight, proc.stdout[-3000:]
+    assert sorted(preflight.group(2).split()) == ["gh200-01", "gh200-02", "spark-01", "spark-02"], preflight.group(0)
+    assert preflight.group(1) == "4"
 
 
 def test_unknown_torch_version_is_refused_before_anything_changes():

@@ -232,9 +232,10 @@ def test_help_describes_the_command():
 
 
 def test_the_readme_block_as_written(index_root, tmp_path):
-    """README "Adding a release", its four lines as written, in a stand-in checkout (a git repository
-    holding a copy of the collection with this file's data) that SPARKFORGE_HOME names, against the
-    fixture index that SPARKFORGE_INDEX_URL names: the table, --check's exit 1, --write, git diff."""
+    """The guide's "Adding a release" (docs/guides/version-pins-and-releases.md), its four lines as written,
+    in a stand-in checkout (a git repository holding a copy of the collection with this file's data) that
+    SPARKFORGE_HOME names, against the fixture index that SPARKFORGE_INDEX_URL names: the table, --check's
+    exit 1, --write, git diff."""
     checkout = tmp_path / "sparkforge"
     shutil.copytree(os.path.join(REPO, "collections"), str(checkout / "collections"), symlinks=True,
                     ignore=shutil.ignore_patterns("__pycache__"))
@@ -248,7 +249,7 @@ def test_the_readme_block_as_written(index_root, tmp_path):
                GIT_COMMITTER_EMAIL="t@t")
     for cmd in (["git", "init", "-q"], ["git", "add", "collections"], ["git", "commit", "-qm", "data"]):
         subprocess.run(cmd, cwd=str(checkout), env=env, check=True)
-    lines = readme.commands("### Adding a release: `sparkforge versions`")
+    lines = readme.commands("version-pins-and-releases.md", "## Adding a release: `sparkforge versions`")
     assert [line.split("#")[0].split() for line in lines] == [
         [".venv/bin/sparkforge", "versions"], [".venv/bin/sparkforge", "versions", "--check"],
         [".venv/bin/sparkforge", "versions", "--write"],

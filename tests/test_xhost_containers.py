@@ -1,11 +1,12 @@
-"""A cluster on container hosts: playbooks/cluster.yml as the README's "Linking Sparks" runs it, then the
+"""A cluster on container hosts: playbooks/cluster.yml as the guide "Linking Sparks" runs it, then the
 cross-host check (gloo on the CPU) with a host that never joins.
 
 Two containers from the test bed's amd64 image (molecule/shared/build-images.sh) on a podman bridge
 network of their own (MTU 9000), reached by Ansible through the podman connection. What is real and
 what stands in:
 
-- real: the playbook, its roles and modules, run with the README's command lines as written, from a
+- real: the playbook, its roles and modules, run with the guide's command lines as written (and the CLI's
+  `sparkforge cluster ... --check` of docs/guides/api-cli-ee.md), from a
   stand-in checkout (helpers.user_checkout) whose inventory/sparks.yml is the cluster; Debian's netplan.io, whose ``netplan generate`` (the role's
   default command) validates each host's drop-in in /etc/netplan and renders it for systemd-networkd;
   sshd on each host with a host key of its own, and the logins between the hosts that cluster_ssh set
@@ -69,8 +70,8 @@ needs_image = pytest.mark.skipif(not image_present(), reason="podman or the test
 
 
 def readme_cluster_commands():
-    """The command block of the README's "Linking Sparks", line by line, as written."""
-    return readme.commands("### Linking Sparks")
+    """The command block of the guide "Linking Sparks", line by line, as written."""
+    return readme.commands("linking-sparks.md")
 
 
 @pytest.fixture(scope="module")
@@ -133,7 +134,7 @@ def cluster(torch_dir, tmp_path_factory):
             "xhost_master_addr": addresses["x1"], "xhost_report_dir": str(reports),
             "xhost_link_speed_gbps": 1.0, "xhost_sizes": [1 << 20, 4 << 20], "xhost_iters": 3,
             "xhost_join_timeout": 20, "xhost_op_timeout": 60}
-        # The README's checkout, where its commands run as written: the cluster is inventory/sparks.yml.
+        # The guide's checkout, where its commands run as written: the cluster is inventory/sparks.yml.
         checkout = user_checkout(root)
         inventory = os.path.join(checkout, "inventory", "sparks.yml")
         with open(inventory, "w") as handle:
@@ -147,7 +148,7 @@ def cluster(torch_dir, tmp_path_factory):
 
 
 def run(line, cluster):
-    """One README command line as written, in the stand-in checkout."""
+    """One guide command line as written, in the stand-in checkout."""
     start = time.time()
     proc = user_shell(cluster["checkout"], line)
     cluster["seconds"] = time.time() - start
@@ -199,6 +200,19 @@ def test_cluster_check_then_run_then_a_rerun_that_changes_nothing(cluster):
     rc, out = run(check, cluster)
     assert rc == 0, out[-5000:]
     assert snapshots(cluster) == before, "check mode changed a host"
+    assert not (cluster["reports"] / "cluster-hostfile").exists()
+
+    # The CLI's line (docs/guides/api-cli-ee.md, "Python API and CLI") as written, on the same cluster as the
+    # checkout's inventory/site.yml: check mode again, every host ok, nothing changed.
+    cli = readme.command("api-cli-ee.md", ".venv/bin/sparkforge cluster", heading="## Python API and CLI")
+    assert cli.split("  #")[0].strip() == ".venv/bin/sparkforge cluster -i inventory/site.yml -g sparks --check", cli
+    shutil.copy(cluster["inventory"], os.path.join(cluster["checkout"], "inventory", "site.yml"))
+    rc, out = run(cli, cluster)
+    assert rc == 0, out[-5000:]
+    assert re.search(r"^cluster: \S+ \(rc=0,", out, re.M), out[-5000:]
+    for host in HOSTS:
+        assert re.search(r"^%s\s+\S+\s+\d+\s+\d+\s+0\s+\d+$" % host, out, re.M), out[-5000:]
+    assert snapshots(cluster) == before, "sparkforge cluster --check changed a host"
     assert not (cluster["reports"] / "cluster-hostfile").exists()
 
     rc, out = run(converge, cluster)
@@ -301,7 +315,7 @@ def test_a_host_that_never_joins_is_named_within_the_join_timeout(cluster):
     inventory["all"]["children"]["sparks"]["vars"].update(xhost_master_port=29612, xhost_join_timeout=10)
     with open(cluster["inventory"], "w") as handle:
         yaml.safe_dump(inventory, handle)
-    rc, out = run(readme.command("### Collectives across hosts", "ansible-playbook playbooks/xhost.yml"), cluster)
+    rc, out = run(readme.command("collectives-across-hosts.md", "ansible-playbook playbooks/xhost.yml"), cluster)
     assert rc != 0, out[-4000:]
     summary = json.loads((cluster["reports"] / "xhost.json").read_text())
     assert summary["missing"] == ["x2"] and not summary["passed"], summary
