@@ -221,10 +221,12 @@ build_problems:
   sample: [{check: ram, message: "16.0 GiB of RAM, the planned work needs 32 GiB (building from source). ..."}]
 """
 
+import os
+
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.urls import open_url
 from ansible.module_utils.six.moves.urllib.error import HTTPError, URLError
-from ansible_collections.sparkforge.stack.plugins.module_utils import bundle, sources
+from ansible_collections.sparkforge.stack.plugins.module_utils import bundle, sources, wheel_check
 from ansible_collections.sparkforge.stack.plugins.module_utils.preflight import (
     PlanError,
     build_plan,
@@ -352,6 +354,19 @@ def main():
             "pytorch" in (settings.get("components") or []):
         found += existing_torch_problems(settings["venv"], venv_torch_version(settings["venv"]),
                                          plan["torch"]["version"])
+    # A malformed proxy is named as such (a probe through it would blame each mirror instead).
+    bad_proxies = sources.proxy_problems(os.environ)
+    found += [{"check": "proxy", "message": message} for message in bad_proxies]
+    if plan and bundle_spec is None and (plan.get("actions") or {}).get("pytorch") == "install" \
+            and (plan.get("torch") or {}).get("source") == "wheelhouse":
+        # What pip would install from the wheelhouse: valid wheels for this host's Python and CPU.
+        wanted = {"torch": plan["torch"]["version"]}
+        if (plan.get("actions") or {}).get("torch_domains") == "install":
+            wanted.update(torchvision=plan.get("torchvision"), torchaudio=plan.get("torchaudio"))
+        variable = (params["sources"].get("variables") or {}).get("wheelhouse") or "sparkforge_wheel_dir"
+        found += [{"check": "wheelhouse", "message": message} for message in wheel_check.wheelhouse_problems(
+            params["sources"].get("wheelhouse"), wanted, params["host"].get("python_version") or "",
+            params["host"].get("architecture") or "", variable)]
     if plan:
         # Every remote source the plan will fetch from, probed before anything changes.
         items = sources.plan_sources(plan, params["sources"], params["host"])
@@ -373,23 +388,28 @@ def main():
                               "dirs": dirs, "paths": copies}
             for message in missing:
                 found.append({"check": "bundle", "message": message})
-        elif params["probe_sources"]:
+        elif params["probe_sources"] and not bad_proxies:
             probed = sources.probe(items, params["probe_timeout"], _opener)
         else:
-            probed = [dict(i, status="not probed", error=None) for i in items]
+            # Not probed, but a root of trust without TLS or a pinned sha256 is refused all the same.
+            probed = sources.unprobed(items)
         if bundle_spec is None:
             plan["sources"] = probed
         for item in plan["sources"]:
             if item["status"] in ("unreachable", "refused"):
                 # Short: the sources table beside it has the URL and the error.
-                found.append({"check": "sources", "message": "%s: %s %s: point %s at a mirror%s" % (
-                    item["component"], item["source"],
-                    "is refused (%s)" % item["error"] if item["status"] == "refused" else "is unreachable",
-                    item["variable"], "" if item["status"] == "refused" else " (sources table: URL and error)")})
+                if item["status"] == "refused":
+                    # The error names the URL and the sha256 variable that would prove it.
+                    message = "%s: %s is refused: %s" % (item["component"], item["source"], item["error"])
+                else:
+                    message = "%s: %s is unreachable: point %s at a mirror (sources table: URL and error)" % (
+                        item["component"], item["source"], item["variable"])
+                found.append({"check": "sources", "message": message})
     text = render_plan(plan, found) if plan else ["no plan: %s" % plan_error] + [
         "  - [%s] %s" % (p["check"], p["message"]) for p in found]
     if plan and plan["sources"]:
         text += ["sources (%s):" % ("from the offline bundle %s" % bundle_spec["dir"] if bundle_spec is not None else
+                                    "not probed: a proxy variable is malformed" if bad_proxies else
                                     "probed" if params["probe_sources"] else
                                     "not probed: sparkforge_probe_sources is false")]
         text += ["  " + line for line in sources.table(params["host"].get("name") or "this host", plan["sources"])]
