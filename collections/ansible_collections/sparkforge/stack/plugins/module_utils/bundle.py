@@ -613,7 +613,10 @@ def verify(root, manifest, paths=None):
         if paths is not None and item["path"] not in paths:
             continue
         full = os.path.normpath(os.path.join(root, item["path"]))
-        if not full.startswith(os.path.abspath(root) + os.sep):
+        if not re.match(r"^[0-9a-f]{64}$", str(item.get("sha256"))):
+            bad.append({"path": item["path"], "problem": "the manifest's sha256 %r is not 64 hexadecimal digits"
+                        % item.get("sha256")})
+        elif not full.startswith(os.path.abspath(root) + os.sep):
             bad.append({"path": item["path"], "problem": "points outside the bundle"})
         elif not os.path.isfile(full):
             bad.append({"path": item["path"], "problem": "missing from the bundle directory"})

@@ -13,6 +13,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import hashlib
 import os
 import re
 import subprocess
@@ -168,7 +169,7 @@ def problems_of(item):
     if sha and not SHA256_RE.match(str(sha)):
         return "its pinned sha256 %r (%s) is not 64 hexadecimal digits" % (sha, variable)
     if sha:
-        return None
+        return _local_file_differs(item, sha.lower(), variable)
     scheme = urlparse(item["url"]).scheme
     if scheme == "https":
         return None
@@ -210,6 +211,22 @@ def proxy_problems(environ):
         if why:
             out.append("the host's environment variable %s=%r %s" % (name, value, why))
     return out
+
+
+def _local_file_differs(item, sha, variable):
+    """A pinned file on a local path (a mirror on disk) is hashed here, before anything changes."""
+    path = _local_path(item["url"])
+    if path is None:
+        return None
+    if not os.path.isfile(path):
+        return "%s does not exist" % path
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    if digest.hexdigest() != sha:
+        return "%s has sha256 %s, the pin (%s) is %s" % (path, digest.hexdigest(), variable, sha)
+    return None
 
 
 def unprobed(items):
