@@ -499,8 +499,22 @@ class Maker:
             "items": [self.items[k] for k in sorted(self.items)],
         }
         if not self.check_mode:
+            self.prune()
             atomic_write_text(os.path.join(self.root, MANIFEST), json.dumps(manifest, indent=1, sort_keys=True) + "\n")
         return manifest
+
+    def prune(self):
+        """Remove what an earlier run left in the maker's own directories and this run did not list (a
+        package no longer planned, a half-written .part- file): the manifest must list every file, or
+        preflight refuses the bundle. Files elsewhere in the directory are the user's and stay (and are
+        refused as extra)."""
+        for bad in extras(self.root, {"items": list(self.items.values())}):
+            rel = bad["path"]
+            name = os.path.basename(rel)
+            if rel.split(os.sep)[0] in ("apt", "cusparselt", "git", "wheels") or name.startswith(
+                    (".part-", ".constraints-")):
+                os.unlink(os.path.join(self.root, rel))
+                self.log("removed %s: not part of this bundle" % rel)
 
 
 def _project_of(filename):

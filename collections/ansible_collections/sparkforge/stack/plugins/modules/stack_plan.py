@@ -18,6 +18,11 @@ description:
     do about it) and the plan (what each component will install or build, and why).
   - Reads only its arguments and, with O(gather), the host; never changes the host. The C(preflight) role publishes the result as the
     C(sparkforge_plan) fact that later roles read.
+  - Also refuses, probing or not, a root of trust (cuda-keyring, the cuSPARSELt local-repo installer) that
+    comes neither over https nor with a valid pinned sha256 (a pinned file on a local path is hashed); a
+    malformed proxy variable in the host's environment (named with its value); and, with torch from a
+    wheelhouse on the host, a wheel pip would take there that is not a valid wheel zip or whose tags fit
+    no wheel of the planned torch (or torchvision, torchaudio) to the host's Python and CPU.
 author:
   - sparkforge developers (@sparkforge)
 options:
@@ -46,7 +51,9 @@ options:
         C(cuda_repo_arch), C(deb_arch) and C(cusparselt_sha256) when they are not given - keys
         C(cuda_distro_map) (C(<distribution>-<version>) to a repository distro; C(ubuntu2404) when absent),
         C(cuda_repo_arch_map) and C(cuda_deb_arch_map) (CPU architecture to the repository's and Debian's
-        names) and C(cusparselt_sha256) (version, then distro, then Debian arch, to the installer's sha256).
+        names), C(cusparselt_sha256) (version, then distro, then Debian arch, to the installer's sha256) and
+        C(cuda_keyring_sha256) (version, then distro, then repository arch, to the cuda-keyring's pinned sha256,
+        used when O(sources) gives none).
     type: dict
     default: {}
   checks:

@@ -329,3 +329,18 @@ def test_the_builds_packages_point_the_builders_pip_at_the_bundle():
                                   dict(PLAN, torch={"source": "source", "version": "2.12.0"}))
     assert problems == ["pytorch: Python packages for the builds (pip): the bundle's build packages are for torch "
                         "2.10.0, the plan builds 2.12.0"]
+
+
+def test_a_rerun_removes_what_it_no_longer_lists_from_its_own_directories_only(tmp_path):
+    (tmp_path / "wheels" / "cp311-x86_64").mkdir(parents=True)
+    (tmp_path / "wheels" / "cp311-x86_64" / "old-1.0-py3-none-any.whl").write_bytes(b"old")
+    (tmp_path / ".constraints-cp311-x86_64.txt").write_text("torch==2.10.0\n")
+    (tmp_path / "notes.txt").write_text("the site's own file\n")
+    maker = bundle.Maker(str(tmp_path), fetch=None)
+    maker.write("apt/ubuntu2404/x86_64/Packages", b"Package: x\n")
+    maker.record("apt/ubuntu2404/x86_64/Packages", "https://m/Packages", "apt-index", "t")
+    manifest = maker.finish({}, [])
+    assert not (tmp_path / "wheels" / "cp311-x86_64" / "old-1.0-py3-none-any.whl").exists()
+    assert not (tmp_path / ".constraints-cp311-x86_64.txt").exists()
+    # Not the maker's: kept, and a bundle holding it is refused until it is moved out.
+    assert bundle.verify(str(tmp_path), manifest) == [{"path": "notes.txt", "problem": "not in the manifest (an extra file)"}]
