@@ -141,8 +141,9 @@ def wheelhouse_problems(location, wanted, python_version, machine, variable):
     for project, version in sorted(wanted.items()):
         if not version:
             continue
+        planned = str(version).split("+", 1)[0]
         candidates = [f for f in files if (parse(f) or {}).get("name") == normalise(project)
-                      and (parse(f) or {}).get("version", "").split("+")[0] == str(version).split("+")[0]]
+                      and (parse(f) or {}).get("version", "").split("+", 1)[0] == planned]
         if candidates and all(tag_problem(f, python_version, machine) for f in candidates):
             out.append("the wheelhouse %s (%s) has no %s %s wheel for this host (Python %s, %s): %s" % (
                 directory, variable, project, version, ".".join(str(python_version).split(".")[:2]),

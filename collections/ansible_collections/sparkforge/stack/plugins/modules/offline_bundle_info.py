@@ -53,7 +53,9 @@ manifest:
   returned: success
   type: dict
 bad:
-  description: Files that are missing or whose size or sha256 differ from the manifest, and files under the bundle that the manifest does not list, each with C(path) and C(problem).
+  description:
+    - Files that are missing or whose size or sha256 differ from the manifest, and files under the bundle that
+      the manifest does not list, each with C(path) and C(problem).
   returned: success
   type: list
   elements: dict
