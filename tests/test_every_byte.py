@@ -471,3 +471,32 @@ def test_playbook_t08_w01_t16_unproven_keyring_truncated_wheel_and_bad_proxy_sto
     assert "%s is not a valid zip (truncated or not a wheel" % HOST_TORCH in text  # W01
     assert "the host's environment variable https_proxy='proxy:3128' is not a proxy URL" in text  # T16
     assert snapshot(*watched(host)) == before and git_status() == git_before
+
+
+def test_t19_probing_reads_a_pinned_keyring_and_refuses_a_changed_mirror_copy():
+    import http.server
+    import threading
+
+    class Mirror(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(b"a changed keyring")
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Mirror)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        base = "http://127.0.0.1:%d/cuda" % server.server_address[1]
+        args = dict(plan_args(["cuda_libs", "pytorch"]), probe_sources=True)
+        args["sources"] = dict(args["sources"], cuda_repo_url=base, cuda_keyring_sha256=sha(b"the keyring"))
+        result, rc = run_module("stack_plan", args, env=env_without_proxies())
+    finally:
+        server.shutdown()
+    assert rc == 0 and not result["ready"], result
+    messages = [p["message"] for p in result["problems"]]
+    assert "cuda_libs: cuda-keyring is refused: %s/ubuntu2404/x86_64/cuda-keyring_1.1-1_all.deb has sha256 %s, the pin " \
+           "(sparkforge_cuda_keyring_sha256) is %s" % (base, sha(b"a changed keyring"), sha(b"the keyring")) in messages, \
+        messages  # T19

@@ -260,14 +260,32 @@ def probe_one(item, timeout, opener):
     return opener(url, timeout)
 
 
-def probe(items, timeout, opener, workers=8):
-    """Probe every item concurrently; each gets ``status`` (ok, unreachable, refused) and ``error``."""
+# The keyring is a few KiB: when probing, its bytes are read and checked against the pin (a mirror's
+# changed copy is found before anything changes; the cuSPARSELt installer, hundreds of MiB, is checked
+# by its download task before it is installed).
+KEYRING_MAX_BYTES = 1 << 20
+
+
+def probe(items, timeout, opener, workers=8, fetcher=None):
+    """Probe every item concurrently; each gets ``status`` (ok, unreachable, refused) and ``error``.
+
+    ``fetcher(url, timeout, limit) -> (bytes or None, error or None)``: reads a pinned cuda-keyring
+    over the network to compare it with its pin."""
     def one(item):
         if item["kind"] == "pipconf":
             return dict(item, status="not probed", error=None)
         bad = problems_of(item)
         if bad:
             return dict(item, status="refused", error=bad)
+        if fetcher and item["source"] == "cuda-keyring" and item.get("sha256") and _local_path(item["url"]) is None:
+            data, error = fetcher(item["url"], timeout, KEYRING_MAX_BYTES)
+            if error is not None:
+                return dict(item, status="unreachable", error=error)
+            got = hashlib.sha256(data).hexdigest()
+            if got != str(item["sha256"]).lower():
+                return dict(item, status="refused", error="%s has sha256 %s, the pin (%s) is %s" % (
+                    item["url"], got, sha256_variable(item), str(item["sha256"]).lower()))
+            return dict(item, status="ok", error=None)
         error = probe_one(item, timeout, opener)
         return dict(item, status="ok" if error is None else "unreachable", error=error)
     if not items:

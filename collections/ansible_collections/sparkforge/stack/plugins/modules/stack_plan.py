@@ -263,6 +263,26 @@ def _opener(url, timeout):
         return "%s: %s" % (type(exc).__name__, exc)
 
 
+def _fetcher(url, timeout, limit):
+    """(bytes, None) of a small file at ``url`` (at most ``limit`` bytes), or (None, why not)."""
+    try:
+        resp = open_url(url, method="GET", timeout=timeout, validate_certs=True, follow_redirects="all",
+                        use_proxy=True)
+        try:
+            data = resp.read(limit + 1)
+        finally:
+            resp.close()
+    except HTTPError as exc:
+        return None, "HTTP %s %s" % (exc.code, exc.reason)
+    except URLError as exc:
+        return None, str(getattr(exc, "reason", exc))
+    except Exception as exc:  # pylint: disable=broad-except
+        return None, "%s: %s" % (type(exc).__name__, exc)
+    if len(data) > limit:
+        return None, "larger than %d bytes: not a cuda-keyring package" % limit
+    return data, None
+
+
 _GATHER_KEYS = ("nvidia_smi", "disk_paths", "timeout")
 
 
@@ -396,7 +416,7 @@ def main():
             for message in missing:
                 found.append({"check": "bundle", "message": message})
         elif params["probe_sources"] and not bad_proxies:
-            probed = sources.probe(items, params["probe_timeout"], _opener)
+            probed = sources.probe(items, params["probe_timeout"], _opener, fetcher=_fetcher)
         else:
             # Not probed, but a root of trust without TLS or a pinned sha256 is refused all the same.
             probed = sources.unprobed(items)
