@@ -500,3 +500,43 @@ def test_t19_probing_reads_a_pinned_keyring_and_refuses_a_changed_mirror_copy():
     assert "cuda_libs: cuda-keyring is refused: %s/ubuntu2404/x86_64/cuda-keyring_1.1-1_all.deb has sha256 %s, the pin " \
            "(sparkforge_cuda_keyring_sha256) is %s" % (base, sha(b"a changed keyring"), sha(b"the keyring")) in messages, \
         messages  # T19
+
+
+def test_t20_a_changed_wheel_in_the_fleet_wheelhouse_is_refused_before_it_is_copied(tmp_path, template_venv):
+    """The class's install (roles/fleet_install/tasks/class_wheels.yml) on this machine: the controller's
+    copy of a published wheel changed since its builder published it."""
+    house = tmp_path / "fleet-wheelhouse" / "c1" / "einops-key"
+    house.mkdir(parents=True)
+    published = make_wheel(house, "einops-0.8.1-py3-none-any.whl")
+    with open(published, "rb") as handle:
+        published_sha = sha(handle.read())
+    flip(house, "einops-0.8.1-py3-none-any.whl")
+    with open(published, "rb") as handle:
+        changed_sha = sha(handle.read())
+    venv = tmp_path / "venv"
+    subprocess.run(["cp", "-a", str(template_venv), str(venv)], check=True)
+    play = [{"hosts": "localhost", "connection": "local", "gather_facts": False, "vars": {
+        "ansible_python_interpreter": sys.executable,
+        "sparkforge_venv": str(venv), "sparkforge_fleet_wheelhouse": str(tmp_path / "fleet-wheelhouse"),
+        "sparkforge_fleet_pip_extra_args": "", "sparkforge_host_generation_file": str(tmp_path / "generation.json"),
+        "fleet_install_target_dir": str(tmp_path / "host-wheels"),
+        "fleet_install_target": {"lineage": "l1", "class": "c1", "number": 1, "reason": "upgrade"},
+        "fleet_install_wheel_list": [{"name": "einops", "file": "einops-0.8.1-py3-none-any.whl",
+                                      "sha256": published_sha, "dir": "einops-key", "version": "0.8.1"}]},
+        "tasks": [{"ansible.builtin.include_role": {"name": "sparkforge.stack.fleet_install",
+                                                    "tasks_from": "class_wheels.yml"}}]}]
+    path = tmp_path / "play.yml"
+    path.write_text(json.dumps(play))
+    git_before, before = git_status(), snapshot(tmp_path / "fleet-wheelhouse", venv)
+    env = dict((k, v) for k, v in os.environ.items() if not k.startswith("PIP_"))
+    env.update(ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"), ANSIBLE_NOCOLOR="1", PIP_CONFIG_FILE=os.devnull,
+               PIP_NO_INDEX="1", ANSIBLE_LOCAL_TEMP=str(tmp_path / "ansible-tmp"))
+    proc = subprocess.run([os.path.join(BIN, "ansible-playbook"), "-i", "localhost,", str(path)], cwd=REPO, env=env,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, timeout=300,
+                          check=False)
+    text = flat(proc.stdout)
+    assert proc.returncode == 2, proc.stdout[-4000:]
+    assert "%s has sha256 %s, its builder published %s (sparkforge_fleet_wheelhouse)" % (
+        published, changed_sha, published_sha) in text, proc.stdout[-4000:]  # T20
+    assert not (tmp_path / "host-wheels").exists() and not (tmp_path / "generation.json").exists()
+    assert snapshot(tmp_path / "fleet-wheelhouse", venv) == before and git_status() == git_before
