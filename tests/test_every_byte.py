@@ -357,6 +357,11 @@ def wh_both_wrong(d):
     make_wheel(d, "torch-2.11.0-%s-%s-win_amd64.whl" % (OTHER_CP, OTHER_CP))
 
 
+def wh_triton_other_python(d):
+    make_wheel(d, HOST_TORCH)
+    make_wheel(d, "triton-3.6.0-%s-%s-manylinux_2_27_x86_64.whl" % (OTHER_CP, OTHER_CP))
+
+
 WHEEL_ROWS = [
     pytest.param(wh_torch_truncated, "%s is not a valid zip (truncated or not a wheel" % HOST_TORCH, id="W01"),
     pytest.param(wh_torch_other_arch, "has no torch 2.11.0 wheel for this host (Python %s, x86_64): "
@@ -369,6 +374,7 @@ WHEEL_ROWS = [
     pytest.param(wh_no_dist_info, "%s has no .dist-info/METADATA: not a wheel pip installs" % HOST_TORCH, id="W05"),
     pytest.param(wh_truncated_dependency, "filelock-3.20.0-py3-none-any.whl is not a valid zip", id="W06"),
     pytest.param(wh_domain_other_arch, "has no torchvision 0.26.0 wheel for this host", id="W07"),
+    pytest.param(wh_triton_other_python, "has no triton 3.6.0 wheel for this host", id="W09"),
     pytest.param(wh_both_wrong, "win_amd64.whl is for win_amd64, this host is x86_64 and is for Python %s" % OTHER_CP,
                  id="W08"),
 ]
@@ -380,12 +386,12 @@ def test_a_wheel_pip_could_not_install_here_is_found_before_anything_changes(tmp
     house.mkdir()
     fill(house)
     git_before, before = git_status(), snapshot(house)
-    problems = wheel_check.wheelhouse_problems(str(house), {"torch": "2.11.0", "torchvision": "0.26.0"}, PY, "x86_64",
-                                               "sparkforge_wheel_dir")
+    problems = wheel_check.wheelhouse_problems(str(house), {"torch": "2.11.0", "torchvision": "0.26.0",
+                                                            "triton": "3.6.0"}, PY, "x86_64", "sparkforge_wheel_dir")
     assert len(problems) == 1 and message in problems[0], problems
     assert problems[0].startswith("the wheelhouse %s (sparkforge_wheel_dir)" % house)
     # Preflight's module finds it as well, in check mode, and changes nothing.
-    result, rc = run_module("stack_plan", plan_args(["pytorch", "torch_domains"], source="wheelhouse",
+    result, rc = run_module("stack_plan", plan_args(["triton", "pytorch", "torch_domains"], source="wheelhouse",
                                                     wheelhouse="file://%s" % house), check_mode=True,
                             env=env_without_proxies())
     assert rc == 0 and not result["ready"], result

@@ -390,6 +390,8 @@ def main():
         wanted = {"torch": plan["torch"]["version"]}
         if (plan.get("actions") or {}).get("torch_domains") == "install":
             wanted.update(torchvision=plan.get("torchvision"), torchaudio=plan.get("torchaudio"))
+        if (plan.get("actions") or {}).get("triton") == "install":
+            wanted["triton"] = (plan.get("triton") or {}).get("version")
         variable = (params["sources"].get("variables") or {}).get("wheelhouse") or "sparkforge_wheel_dir"
         found += [{"check": "wheelhouse", "message": message} for message in wheel_check.wheelhouse_problems(
             params["sources"].get("wheelhouse"), wanted, params["host"].get("python_version") or "",
