@@ -365,6 +365,18 @@ def wh_triton_other_python(d):
     make_wheel(d, "triton-3.6.0-%s-%s-manylinux_2_27_x86_64.whl" % (OTHER_CP, OTHER_CP))
 
 
+def wh_manifest_differs(d):
+    path = make_wheel(d, HOST_TORCH)
+    with open(path + ".manifest.json", "w") as handle:
+        json.dump({"sha256": sha(b"the wheel the build published"), "wheel_file": HOST_TORCH}, handle)
+
+
+def wh_manifest_not_json(d):
+    path = make_wheel(d, HOST_TORCH)
+    with open(path + ".manifest.json", "w") as handle:
+        handle.write("{truncated")
+
+
 WHEEL_ROWS = [
     pytest.param(wh_torch_truncated, "%s is not a valid zip (truncated or not a wheel" % HOST_TORCH, id="W01"),
     pytest.param(wh_torch_other_arch, "has no torch 2.11.0 wheel for this host (Python %s, x86_64): "
@@ -378,6 +390,9 @@ WHEEL_ROWS = [
     pytest.param(wh_truncated_dependency, "filelock-3.20.0-py3-none-any.whl is not a valid zip", id="W06"),
     pytest.param(wh_domain_other_arch, "has no torchvision 0.26.0 wheel for this host", id="W07"),
     pytest.param(wh_triton_other_python, "has no triton 3.6.0 wheel for this host", id="W09"),
+    pytest.param(wh_manifest_differs, "%s has sha256 " % HOST_TORCH, id="W10"),
+    pytest.param(wh_manifest_not_json, "%s has a build manifest %s.manifest.json that cannot be read as JSON"
+                 % (HOST_TORCH, HOST_TORCH), id="W11"),
     pytest.param(wh_both_wrong, "win_amd64.whl is for win_amd64, this host is x86_64 and is for Python %s" % OTHER_CP,
                  id="W08"),
 ]

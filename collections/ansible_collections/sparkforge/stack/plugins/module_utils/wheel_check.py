@@ -8,13 +8,16 @@ each tag part possibly a ``.``-joined set). ``tag_problem`` says why no tag fits
 ``X.Y`` and machine (a small form of pip's tag matching: CPython and pure-Python wheels, the linux
 and manylinux platforms of the machine, ``any``). ``zip_problem`` says why a file is not a wheel pip
 can open (a truncated file has no zip central directory) or lacks its ``.dist-info`` METADATA and
-RECORD. ``wheelhouse_problems`` applies both to the wheels a plan installs from a directory.
+RECORD; ``manifest_problem`` why a wheel differs from the build manifest published beside it.
+``wheelhouse_problems`` applies them to the wheels a plan installs from a directory.
 """
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import hashlib
+import json
 import os
 import re
 import zipfile
@@ -116,6 +119,31 @@ def zip_problem(path):
     return None
 
 
+def manifest_problem(path):
+    """A wheel published with a build manifest beside it (``<wheel>.manifest.json``, what the PyTorch build
+    writes, with the wheel's ``sha256``) must be the wheel the manifest describes; None when it is or
+    when there is no manifest."""
+    manifest = path + ".manifest.json"
+    if not os.path.isfile(manifest):
+        return None
+    try:
+        with open(manifest) as handle:
+            data = json.load(handle)
+    except (IOError, OSError, ValueError) as exc:
+        return "has a build manifest %s that cannot be read as JSON (%s)" % (os.path.basename(manifest), exc)
+    want = data.get("sha256") if isinstance(data, dict) else None
+    if not (isinstance(want, str) and re.match(r"^[0-9a-fA-F]{64}$", want)):
+        return "has a build manifest %s without a sha256 of 64 hex digits (got %r)" % (os.path.basename(manifest), want)
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    if digest.hexdigest() != want.lower():
+        return "has sha256 %s, its build manifest %s says %s" % (digest.hexdigest(), os.path.basename(manifest),
+                                                                  want.lower())
+    return None
+
+
 def local_dir(location):
     """The directory of a wheelhouse given as a path or file:// URL; None for a remote URL."""
     parsed = urlparse(location or "")
@@ -152,7 +180,7 @@ def wheelhouse_problems(location, wanted, python_version, machine, variable):
     for fname in files:
         if tag_problem(fname, python_version, machine):
             continue
-        why = zip_problem(os.path.join(directory, fname))
+        why = zip_problem(os.path.join(directory, fname)) or manifest_problem(os.path.join(directory, fname))
         if why:
             out.append("the wheelhouse %s (%s): %s %s" % (directory, variable, os.path.join(directory, fname), why))
     return out
