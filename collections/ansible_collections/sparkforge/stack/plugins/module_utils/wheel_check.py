@@ -139,8 +139,8 @@ def manifest_problem(path):
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
     if digest.hexdigest() != want.lower():
-        return "has sha256 %s, its build manifest %s says %s" % (digest.hexdigest(), os.path.basename(manifest),
-                                                                  want.lower())
+        return "has sha256 %s, its build manifest %s says %s" % (
+            digest.hexdigest(), os.path.basename(manifest), want.lower())
     return None
 
 
