@@ -66,7 +66,8 @@ def site(tmp_path_factory):
         tree = os.path.join(build_repo.build(), "tree")
         shutil.copytree(tree, os.path.join(root, "nvidia"))
         with open(os.path.join(build_repo.build(), "manifest.json")) as handle:
-            installer = json.load(handle)["cusparselt"]["0.8.1"]["debs"]["amd64"]
+            stand_in = json.load(handle)
+        installer = stand_in["cusparselt"]["0.8.1"]["debs"]["amd64"]
         wheels = os.path.join(root, "wheels")
         for args in (["torch", "2.10.0", "sparkforge-dep>=1"], ["sparkforge-dep", "1.0"],
                      ["torchvision", "0.25.0", "torch==2.10.0"], ["torchaudio", "2.10.0", "torch==2.10.0"]):
@@ -91,6 +92,8 @@ def site(tmp_path_factory):
             "cuda_libs_install_build_prereqs": False,
             "cusparselt_base_url": "file://%s/nvidia/compute/cusparselt/{version}/local_installers/" % root,
             "sparkforge_cusparselt_sha256": {"0.8.1": {"ubuntu2404": {"amd64": installer["sha256"]}}},
+            # The stand-in keyring is not NVIDIA's (the manifest's pin): pinned as a site pins its mirror's.
+            "sparkforge_cuda_keyring_sha256": stand_in["cuda_keyring"]["ubuntu2404/x86_64"],
             "pytorch_repo": "file://%s/pytorch" % repos,
             "torch_domains_repos": {"torchvision": "file://%s/torchvision" % repos,
                                     "torchaudio": "file://%s/torchaudio" % repos},

@@ -7,6 +7,7 @@ https_proxy. Plan tests: which sources each torch source (source, index, wheelho
 needs on a GB10, a GH200 and an x86 H100.
 """
 
+import hashlib
 import http.server
 import os
 import socket
@@ -45,6 +46,10 @@ CHECKS = {"allow_x86_64": True, "supported_distributions": [{"distribution": "Ub
           "min_python": "3.10", "require_gpu": True, "min_driver_blackwell": "580", "min_ram_gib": 1,
           "min_ram_gib_source_build": 1, "min_disk_gib": 1, "min_disk_gib_source_build": 1,
           "build_dir": "/opt/sparkforge/build"}
+
+
+# What the stand-in mirror serves for every known path (the keyring's bytes included).
+X_SHA256 = hashlib.sha256(b"x").hexdigest()
 
 
 def urls(base, **more):
@@ -117,8 +122,9 @@ def by_component(plan):
 
 
 def test_a_source_build_on_a_spark_probes_every_source_and_passes_on_a_reachable_mirror(mirror):
-    # The keyring .deb comes over plain http here: it needs a sha256, or preflight refuses it.
-    result, rc = run_module("stack_plan", plan_args(SPARK, "source", urls(mirror, cuda_keyring_sha256="ab" * 32,
+    # The keyring .deb comes over plain http here: it needs a sha256, or preflight refuses it; probing
+    # reads it (the mirror serves b"x") and checks it against that pin.
+    result, rc = run_module("stack_plan", plan_args(SPARK, "source", urls(mirror, cuda_keyring_sha256=X_SHA256,
                                                                              cusparselt_sha256="cd" * 32)),
                             env=env_without_proxies())
     assert rc == 0, result
@@ -135,7 +141,7 @@ def test_a_source_build_on_a_spark_probes_every_source_and_passes_on_a_reachable
 
 def test_an_unreachable_mirror_stops_the_host_with_the_table(mirror):
     dead = "http://127.0.0.1:%d" % free_port()
-    u = urls(mirror, pytorch_repo=dead + "/pytorch.git", cuda_keyring_sha256="ab" * 32, cusparselt_sha256="cd" * 32)
+    u = urls(mirror, pytorch_repo=dead + "/pytorch.git", cuda_keyring_sha256=X_SHA256, cusparselt_sha256="cd" * 32)
     result, rc = run_module("stack_plan", plan_args(SPARK, "source", u), env=env_without_proxies())
     assert rc == 0 and not result["ready"]
     bad = [s for s in result["plan"]["sources"] if s["status"] != "ok"]

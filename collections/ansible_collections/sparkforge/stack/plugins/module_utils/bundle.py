@@ -437,8 +437,11 @@ class Maker:
                 cmd += ["--index-url", index_url]
             for extra in extra_index_urls or []:
                 cmd += ["--extra-index-url", extra]
+            scratch = None
             if constraints:
-                path = os.path.join(self.root, ".constraints-%s.txt" % wheel_dir_name(target))
+                # Outside the bundle: every file inside it is listed in the manifest.
+                scratch = tempfile.mkdtemp(prefix="sparkforge-constraints-")
+                path = os.path.join(scratch, "constraints-%s.txt" % wheel_dir_name(target))
                 atomic_write_text(path, "".join("%s\n" % c for c in constraints))
                 cmd += ["-c", path]
             if index_url:
@@ -446,9 +449,14 @@ class Maker:
                 # constraints) must not add to it.
                 env = dict((k, v) for k, v in os.environ.items() if k not in PIP_SOURCE_ENV)
                 env["PIP_CONFIG_FILE"] = os.devnull
-                run(cmd + list(requirements), env=env)
-            else:
-                run(cmd + list(requirements))
+            try:
+                if index_url:
+                    run(cmd + list(requirements), env=env)
+                else:
+                    run(cmd + list(requirements))
+            finally:
+                if scratch:
+                    shutil.rmtree(scratch, ignore_errors=True)
         self.source("index", key or index_url or "(pip's configuration)", target["id"], rel + "/simple", variable,
                     requirements=sorted(requirements), **extra)
 
@@ -491,8 +499,22 @@ class Maker:
             "items": [self.items[k] for k in sorted(self.items)],
         }
         if not self.check_mode:
+            self.prune()
             atomic_write_text(os.path.join(self.root, MANIFEST), json.dumps(manifest, indent=1, sort_keys=True) + "\n")
         return manifest
+
+    def prune(self):
+        """Remove what an earlier run left in the maker's own directories and this run did not list (a
+        package no longer planned, a half-written .part- file): the manifest must list every file, or
+        preflight refuses the bundle. Files elsewhere in the directory are the user's and stay (and are
+        refused as extra)."""
+        for bad in extras(self.root, {"items": list(self.items.values())}):
+            rel = bad["path"]
+            name = os.path.basename(rel)
+            if rel.split(os.sep)[0] in ("apt", "cusparselt", "git", "wheels") or name.startswith(
+                    (".part-", ".constraints-")):
+                os.unlink(os.path.join(self.root, rel))
+                self.log("removed %s: not part of this bundle" % rel)
 
 
 def _project_of(filename):
@@ -582,14 +604,33 @@ def load_manifest(root):
     return data
 
 
+def extras(root, manifest):
+    """[{path, problem}] for every file under ``root`` that the manifest does not list (the manifest
+    itself aside): a file nobody hashed is a file nobody can vouch for."""
+    listed = set(item["path"] for item in manifest.get("items") or [])
+    out = []
+    root = os.path.abspath(root)
+    for base, dirs, files in os.walk(root):
+        dirs.sort()
+        for fname in sorted(files):
+            rel = os.path.relpath(os.path.join(base, fname), root)
+            if rel != MANIFEST and rel not in listed:
+                out.append({"path": rel, "problem": "not in the manifest (an extra file)"})
+    return out
+
+
 def verify(root, manifest, paths=None):
-    """[{path, problem}] for every item (or those in ``paths``) whose file is missing or differs."""
-    bad = []
+    """[{path, problem}] for every item (or those in ``paths``) whose file is missing or differs, and,
+    over the whole bundle, every file the manifest does not list."""
+    bad = [] if paths is not None else extras(root, manifest)
     for item in manifest.get("items") or []:
         if paths is not None and item["path"] not in paths:
             continue
         full = os.path.normpath(os.path.join(root, item["path"]))
-        if not full.startswith(os.path.abspath(root) + os.sep):
+        if not re.match(r"^[0-9a-f]{64}$", str(item.get("sha256"))):
+            bad.append({"path": item["path"], "problem": "the manifest's sha256 %r is not 64 hexadecimal digits"
+                        % item.get("sha256")})
+        elif not full.startswith(os.path.abspath(root) + os.sep):
             bad.append({"path": item["path"], "problem": "points outside the bundle"})
         elif not os.path.isfile(full):
             bad.append({"path": item["path"], "problem": "missing from the bundle directory"})
@@ -685,7 +726,10 @@ def match(manifest, items, target, plan, bad=()):
                 row.update(status="missing", error=why)
                 problems.append("%s: %s: %s" % (item["component"], item["source"], why))
                 continue
-        broken = [(p, why) for p, why in bad_paths.items() if p == where["path"] or p.startswith(where["path"] + "/")
+        # An index row's path is its simple/ pages; the wheels they link sit in the directory above.
+        scope = os.path.dirname(where["path"]) if kind == "index" and where["path"].endswith("/simple") \
+            else where["path"]
+        broken = [(p, why) for p, why in bad_paths.items() if p == scope or p.startswith(scope + "/")
                   or (kind == "git" and any(p.startswith(m + "/") for m in (where.get("mirrors") or {}).values()))]
         if broken:
             why = "; ".join("%s: %s" % pair for pair in broken[:3])

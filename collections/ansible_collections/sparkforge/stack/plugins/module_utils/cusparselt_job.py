@@ -328,7 +328,9 @@ def present(runner, ctx):
                 target_dir = tmpdir
             deb = os.path.join(target_dir, deb_name)
             cached = os.path.join(params["download_dir"], deb_name) if params["download_dir"] else None
-            if cached and os.path.isfile(cached) and (not ctx["checksum"] or sha256_file(cached) == ctx["checksum"]):
+            # A kept .deb is reused only when its pinned sha256 proves it; without a pin it is fetched
+            # again (over TLS: preflight refuses an unpinned installer by any other way).
+            if cached and os.path.isfile(cached) and ctx["checksum"] and sha256_file(cached) == ctx["checksum"]:
                 deb = cached
             else:
                 if not ctx["checksum"]:

@@ -13,6 +13,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import hashlib
 import os
 import re
 import subprocess
@@ -146,14 +147,95 @@ def _local_path(url):
     return None
 
 
+SHA256_RE = re.compile(r"^[0-9a-fA-F]{64}$")
+
+
+def sha256_variable(item):
+    """The variable that pins a downloaded file's sha256."""
+    return "sparkforge_cuda_keyring_sha256" if item["component"] == "cuda_libs" else "sparkforge_cusparselt_sha256"
+
+
 def problems_of(item):
-    """What is wrong with a source before any network is used (plain http without a checksum)."""
-    if item["url"].startswith("http://") and item["kind"] == "http" and not item["sha256"] \
-            and not item["url"].endswith("/"):
-        return ("plain http and no sha256 to check the download against: use https, or set the file's sha256 "
-                "(%s)" % ("sparkforge_cuda_keyring_sha256" if item["component"] == "cuda_libs"
-                          else "sparkforge_cusparselt_sha256"))
+    """What is wrong with a source before any network is used, probing or not.
+
+    A single file fetched by URL (the cuda-keyring, the cuSPARSELt local-repo installer: each installs
+    a repository's signing key, a root of trust) is proven by TLS or by a pinned sha256: https, or a
+    valid sha256 (64 hex digits) for plain http, a file:// URL or a path. A repository (a URL ending in
+    /) is signed by that key and may come over anything."""
+    if item["kind"] != "http" or item["url"].endswith("/"):
+        return None
+    sha = item.get("sha256") or ""
+    variable = sha256_variable(item)
+    if sha and not SHA256_RE.match(str(sha)):
+        return "its pinned sha256 %r (%s) is not 64 hexadecimal digits" % (sha, variable)
+    if sha:
+        return _local_file_differs(item, sha.lower(), variable)
+    scheme = urlparse(item["url"]).scheme
+    if scheme == "https":
+        return None
+    if scheme == "http":
+        return ("%s is plain http and no sha256 to check the download against: use https, or set the file's "
+                "sha256 (%s)" % (item["url"], variable))
+    if scheme == "file" or not scheme:
+        return ("%s is a local file with no sha256 pinned: a repository key from a path is trusted only "
+                "with its sha256 (%s)" % (item["url"], variable))
+    return "%s is neither https nor pinned by a sha256 (%s)" % (item["url"], variable)
+
+
+# The proxy variables urllib, pip, git and apt read (lower case wins where both are set).
+PROXY_VARIABLES = ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY")
+PROXY_SCHEMES = ("http", "https", "socks4", "socks4a", "socks5", "socks5h")
+
+
+def proxy_problems(environ):
+    """One message per malformed proxy variable of ``environ``, naming it and its value: a proxy is
+    scheme://host[:port] (a value without a scheme is read differently by each tool, and a probe
+    through it would blame the mirror instead)."""
+    out = []
+    for name in PROXY_VARIABLES:
+        value = environ.get(name)
+        if value is None or value.strip() == "":
+            continue
+        parsed = urlparse(value.strip())
+        why = None
+        if parsed.scheme not in PROXY_SCHEMES or not parsed.netloc:
+            why = "is not a proxy URL like http://proxy.example:3128 (scheme %s, then host and port)" % "/".join(
+                PROXY_SCHEMES[:2])
+        else:
+            try:
+                port = parsed.port
+            except ValueError:
+                port = -1
+            if not parsed.hostname or port == -1 or (port is not None and not 0 < port < 65536):
+                why = "has no valid host and port (http://proxy.example:3128)"
+        if why:
+            out.append("the host's environment variable %s=%r %s" % (name, value, why))
+    return out
+
+
+def _local_file_differs(item, sha, variable):
+    """A pinned file on a local path (a mirror on disk) is hashed here, before anything changes."""
+    path = _local_path(item["url"])
+    if path is None:
+        return None
+    if not os.path.isfile(path):
+        return "%s does not exist" % path
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    if digest.hexdigest() != sha:
+        return "%s has sha256 %s, the pin (%s) is %s" % (path, digest.hexdigest(), variable, sha)
     return None
+
+
+def unprobed(items):
+    """The items as listed without probing; the refusals of problems_of stand all the same."""
+    out = []
+    for item in items:
+        bad = problems_of(item)
+        out.append(dict(item, status="refused", error=bad) if bad else dict(item, status="not probed", error=None))
+    return out
 
 
 def probe_one(item, timeout, opener):
@@ -178,14 +260,32 @@ def probe_one(item, timeout, opener):
     return opener(url, timeout)
 
 
-def probe(items, timeout, opener, workers=8):
-    """Probe every item concurrently; each gets ``status`` (ok, unreachable, refused) and ``error``."""
+# The keyring is a few KiB: when probing, its bytes are read and checked against the pin (a mirror's
+# changed copy is found before anything changes; the cuSPARSELt installer, hundreds of MiB, is checked
+# by its download task before it is installed).
+KEYRING_MAX_BYTES = 1 << 20
+
+
+def probe(items, timeout, opener, workers=8, fetcher=None):
+    """Probe every item concurrently; each gets ``status`` (ok, unreachable, refused) and ``error``.
+
+    ``fetcher(url, timeout, limit) -> (bytes or None, error or None)``: reads a pinned cuda-keyring
+    over the network to compare it with its pin."""
     def one(item):
         if item["kind"] == "pipconf":
             return dict(item, status="not probed", error=None)
         bad = problems_of(item)
         if bad:
             return dict(item, status="refused", error=bad)
+        if fetcher and item["source"] == "cuda-keyring" and item.get("sha256") and _local_path(item["url"]) is None:
+            data, error = fetcher(item["url"], timeout, KEYRING_MAX_BYTES)
+            if error is not None:
+                return dict(item, status="unreachable", error=error)
+            got = hashlib.sha256(data).hexdigest()
+            if got != str(item["sha256"]).lower():
+                return dict(item, status="refused", error="%s has sha256 %s, the pin (%s) is %s" % (
+                    item["url"], got, sha256_variable(item), str(item["sha256"]).lower()))
+            return dict(item, status="ok", error=None)
         error = probe_one(item, timeout, opener)
         return dict(item, status="ok" if error is None else "unreachable", error=error)
     if not items:
@@ -220,6 +320,11 @@ def fill_platform_names(given, host, maps):
             filled[key] = value
     if not filled.get("cusparselt_distro"):
         filled["cusparselt_distro"] = filled["cuda_distro"]
+    if not filled.get("cuda_keyring_sha256"):
+        # The manifest's pin for this repository directory (version -> distro -> repository arch).
+        pins = maps.get("cuda_keyring_sha256") or {}
+        filled["cuda_keyring_sha256"] = ((pins.get(str(filled.get("cuda_keyring_version"))) or {})
+                                         .get(filled["cuda_distro"]) or {}).get(filled["cuda_repo_arch"]) or ""
     if "cusparselt_sha256" not in filled:
         table = maps.get("cusparselt_sha256") or {}
         filled["cusparselt_sha256"] = ((table.get(str(filled.get("cusparselt_version"))) or {})

@@ -74,6 +74,10 @@ RULES = {
     "triton_llvm_repo": {"kind": "git"},
     "cuda_libs_keyring_sha256": {"kind": "sha256", "empty": True},
     "cusparselt_sha256": {"kind": "sha256", "empty": True},
+    "sparkforge_cuda_keyring_sha256": {"kind": "sha256", "empty": True},
+    # version -> distro -> arch -> sha256: every leaf 64 hex digits.
+    "sparkforge_cuda_keyring_sha256_map": {"kind": "sha256_map"},
+    "sparkforge_cusparselt_sha256": {"kind": "sha256_map"},
     "pytorch_wheelhouse": {"kind": "path_or_url"},
     "triton_wheelhouse": {"kind": "path_or_url"},
     "torch_domains_wheelhouse": {"kind": "path_or_url"},
@@ -126,6 +130,9 @@ EXTRA_SPECS = {
     "sparkforge_cusparselt_base_url": {"type": "str"},
     "sparkforge_triton_repo_url": {"type": "str"},
     "sparkforge_llvm_repo_url": {"type": "str"},
+    "sparkforge_cuda_keyring_sha256": {"type": "str"},
+    "sparkforge_cuda_keyring_sha256_map": {"type": "dict"},
+    "sparkforge_cusparselt_sha256": {"type": "dict"},
 }
 
 # A type that YAML or -e gives in other clothes: these messages say what to write instead.
@@ -254,6 +261,18 @@ def check_string(value, kind, rule):
     return value
 
 
+def check_sha256_map(value, where=()):
+    """Every leaf of a nested mapping (version -> distro -> arch -> digest) is a sha256."""
+    for key in sorted(value, key=str):
+        item = value[key]
+        path = where + (str(key),)
+        if isinstance(item, dict):
+            check_sha256_map(item, path)
+        elif not (isinstance(item, str) and SHA256.match(item)):
+            raise Invalid("[%s] is %s, not a sha256 (64 hexadecimal digits)"
+                          % ("][".join(repr(p) for p in path), show(item)))
+
+
 def check_one(name, value, spec):
     """The value of one variable, normalised; raises Invalid with the reason."""
     spec = dict(spec or {})
@@ -273,6 +292,8 @@ def check_one(name, value, spec):
     if vtype == "dict":
         if not isinstance(value, dict):
             raise Invalid("expected a mapping (name: value, or JSON {...} with -e), got %s" % show(value))
+        if kind == "sha256_map":
+            check_sha256_map(value)
         return value
     if vtype == "list":
         items = split_list(value)

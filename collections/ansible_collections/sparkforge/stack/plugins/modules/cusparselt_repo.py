@@ -80,7 +80,8 @@ options:
     default: [runtime, dev]
   download_dir:
     description:
-      - Where to keep the downloaded .deb. A .deb already there with the expected checksum is used without downloading.
+      - Where to keep the downloaded .deb. A .deb already there with the expected checksum is used without downloading;
+        without O(checksum) it is downloaded again (a kept file is proven only by its checksum).
       - Default is a temporary directory that is removed afterwards.
     type: path
   validate_certs:

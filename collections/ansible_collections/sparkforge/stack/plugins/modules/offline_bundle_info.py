@@ -14,7 +14,7 @@ short_description: Read an offline bundle's manifest and check every file agains
 version_added: "0.5.0"
 description:
   - Reads C(manifest.json) of a bundle made by M(sparkforge.stack.offline_bundle) and checks that every
-    file it lists is there with its size and sha256.
+    file it lists is there with its size and sha256, and that the bundle holds no file it does not list.
   - Run it where the bundle is (the controller). Its result is what M(sparkforge.stack.stack_plan)'s
     C(bundle) option takes, so that each host's preflight names any item its plan needs that is missing,
     made for another target, or differs from the manifest.
@@ -53,7 +53,9 @@ manifest:
   returned: success
   type: dict
 bad:
-  description: Files that are missing or whose size or sha256 differ from the manifest, each with C(path) and C(problem).
+  description:
+    - Files that are missing or whose size or sha256 differ from the manifest, and files under the bundle that
+      the manifest does not list, each with C(path) and C(problem).
   returned: success
   type: list
   elements: dict

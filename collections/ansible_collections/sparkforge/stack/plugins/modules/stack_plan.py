@@ -18,6 +18,11 @@ description:
     do about it) and the plan (what each component will install or build, and why).
   - Reads only its arguments and, with O(gather), the host; never changes the host. The C(preflight) role publishes the result as the
     C(sparkforge_plan) fact that later roles read.
+  - Also refuses, probing or not, a root of trust (cuda-keyring, the cuSPARSELt local-repo installer) that
+    comes neither over https nor with a valid pinned sha256 (a pinned file on a local path is hashed); a
+    malformed proxy variable in the host's environment (named with its value); and, with torch from a
+    wheelhouse on the host, a wheel pip would take there that is not a valid wheel zip or whose tags fit
+    no wheel of the planned torch (or torchvision, torchaudio) to the host's Python and CPU.
 author:
   - sparkforge developers (@sparkforge)
 options:
@@ -46,7 +51,9 @@ options:
         C(cuda_repo_arch), C(deb_arch) and C(cusparselt_sha256) when they are not given - keys
         C(cuda_distro_map) (C(<distribution>-<version>) to a repository distro; C(ubuntu2404) when absent),
         C(cuda_repo_arch_map) and C(cuda_deb_arch_map) (CPU architecture to the repository's and Debian's
-        names) and C(cusparselt_sha256) (version, then distro, then Debian arch, to the installer's sha256).
+        names), C(cusparselt_sha256) (version, then distro, then Debian arch, to the installer's sha256) and
+        C(cuda_keyring_sha256) (version, then distro, then repository arch, to the cuda-keyring's pinned sha256,
+        used when O(sources) gives none).
     type: dict
     default: {}
   checks:
@@ -221,10 +228,12 @@ build_problems:
   sample: [{check: ram, message: "16.0 GiB of RAM, the planned work needs 32 GiB (building from source). ..."}]
 """
 
+import os
+
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.urls import open_url
 from ansible.module_utils.six.moves.urllib.error import HTTPError, URLError
-from ansible_collections.sparkforge.stack.plugins.module_utils import bundle, sources
+from ansible_collections.sparkforge.stack.plugins.module_utils import bundle, sources, wheel_check
 from ansible_collections.sparkforge.stack.plugins.module_utils.preflight import (
     PlanError,
     build_plan,
@@ -252,6 +261,26 @@ def _opener(url, timeout):
     # ssl errors and socket timeouts too: any failure is the answer.
     except Exception as exc:  # pylint: disable=broad-except
         return "%s: %s" % (type(exc).__name__, exc)
+
+
+def _fetcher(url, timeout, limit):
+    """(bytes, None) of a small file at ``url`` (at most ``limit`` bytes), or (None, why not)."""
+    try:
+        resp = open_url(url, method="GET", timeout=timeout, validate_certs=True, follow_redirects="all",
+                        use_proxy=True)
+        try:
+            data = resp.read(limit + 1)
+        finally:
+            resp.close()
+    except HTTPError as exc:
+        return None, "HTTP %s %s" % (exc.code, exc.reason)
+    except URLError as exc:
+        return None, str(getattr(exc, "reason", exc))
+    except Exception as exc:  # pylint: disable=broad-except
+        return None, "%s: %s" % (type(exc).__name__, exc)
+    if len(data) > limit:
+        return None, "larger than %d bytes: not a cuda-keyring package" % limit
+    return data, None
 
 
 _GATHER_KEYS = ("nvidia_smi", "disk_paths", "timeout")
@@ -352,6 +381,21 @@ def main():
             "pytorch" in (settings.get("components") or []):
         found += existing_torch_problems(settings["venv"], venv_torch_version(settings["venv"]),
                                          plan["torch"]["version"])
+    # A malformed proxy is named as such (a probe through it would blame each mirror instead).
+    bad_proxies = sources.proxy_problems(os.environ)
+    found += [{"check": "proxy", "message": message} for message in bad_proxies]
+    if plan and bundle_spec is None and (plan.get("actions") or {}).get("pytorch") == "install" \
+            and (plan.get("torch") or {}).get("source") == "wheelhouse":
+        # What pip would install from the wheelhouse: valid wheels for this host's Python and CPU.
+        wanted = {"torch": plan["torch"]["version"]}
+        if (plan.get("actions") or {}).get("torch_domains") == "install":
+            wanted.update(torchvision=plan.get("torchvision"), torchaudio=plan.get("torchaudio"))
+        if (plan.get("actions") or {}).get("triton") == "install":
+            wanted["triton"] = (plan.get("triton") or {}).get("version")
+        variable = (params["sources"].get("variables") or {}).get("wheelhouse") or "sparkforge_wheel_dir"
+        found += [{"check": "wheelhouse", "message": message} for message in wheel_check.wheelhouse_problems(
+            params["sources"].get("wheelhouse"), wanted, params["host"].get("python_version") or "",
+            params["host"].get("architecture") or "", variable)]
     if plan:
         # Every remote source the plan will fetch from, probed before anything changes.
         items = sources.plan_sources(plan, params["sources"], params["host"])
@@ -373,23 +417,28 @@ def main():
                               "dirs": dirs, "paths": copies}
             for message in missing:
                 found.append({"check": "bundle", "message": message})
-        elif params["probe_sources"]:
-            probed = sources.probe(items, params["probe_timeout"], _opener)
+        elif params["probe_sources"] and not bad_proxies:
+            probed = sources.probe(items, params["probe_timeout"], _opener, fetcher=_fetcher)
         else:
-            probed = [dict(i, status="not probed", error=None) for i in items]
+            # Not probed, but a root of trust without TLS or a pinned sha256 is refused all the same.
+            probed = sources.unprobed(items)
         if bundle_spec is None:
             plan["sources"] = probed
         for item in plan["sources"]:
             if item["status"] in ("unreachable", "refused"):
                 # Short: the sources table beside it has the URL and the error.
-                found.append({"check": "sources", "message": "%s: %s %s: point %s at a mirror%s" % (
-                    item["component"], item["source"],
-                    "is refused (%s)" % item["error"] if item["status"] == "refused" else "is unreachable",
-                    item["variable"], "" if item["status"] == "refused" else " (sources table: URL and error)")})
+                if item["status"] == "refused":
+                    # The error names the URL and the sha256 variable that would prove it.
+                    message = "%s: %s is refused: %s" % (item["component"], item["source"], item["error"])
+                else:
+                    message = "%s: %s is unreachable: point %s at a mirror (sources table: URL and error)" % (
+                        item["component"], item["source"], item["variable"])
+                found.append({"check": "sources", "message": message})
     text = render_plan(plan, found) if plan else ["no plan: %s" % plan_error] + [
         "  - [%s] %s" % (p["check"], p["message"]) for p in found]
     if plan and plan["sources"]:
         text += ["sources (%s):" % ("from the offline bundle %s" % bundle_spec["dir"] if bundle_spec is not None else
+                                    "not probed: a proxy variable is malformed" if bad_proxies else
                                     "probed" if params["probe_sources"] else
                                     "not probed: sparkforge_probe_sources is false")]
         text += ["  " + line for line in sources.table(params["host"].get("name") or "this host", plan["sources"])]

@@ -256,13 +256,44 @@ def test_verify_finds_missing_resized_and_changed_files(tmp_path):
     (tmp_path / "b").write_bytes(b"abcd")
     (tmp_path / "c").write_bytes(b"xyz")
     manifest = {"items": [{"path": "a", "size": 3, "sha256": sha(b"abc")}, {"path": "b", "size": 3, "sha256": sha(b"abc")},
-                          {"path": "c", "size": 3, "sha256": sha(b"abc")}, {"path": "d", "size": 1, "sha256": "0"},
-                          {"path": "../e", "size": 1, "sha256": "0"}]}
+                          {"path": "c", "size": 3, "sha256": sha(b"abc")}, {"path": "d", "size": 1, "sha256": "0" * 64},
+                          {"path": "../e", "size": 1, "sha256": "0" * 64}]}
     assert bundle.verify(str(tmp_path), manifest) == [
         {"path": "b", "problem": "size 4, the manifest says 3"},
         {"path": "c", "problem": "sha256 %s, the manifest says %s" % (sha(b"xyz"), sha(b"abc"))},
         {"path": "d", "problem": "missing from the bundle directory"},
         {"path": "../e", "problem": "points outside the bundle"}]
+
+
+def test_verify_names_every_file_the_manifest_does_not_list_and_malformed_digests(tmp_path):
+    (tmp_path / "manifest.json").write_text("{}")
+    (tmp_path / "wheels" / "cp311-x86_64").mkdir(parents=True)
+    (tmp_path / "wheels" / "cp311-x86_64" / "torch-2.10.0-py3-none-any.whl").write_bytes(b"abc")
+    (tmp_path / "wheels" / "cp311-x86_64" / "evil-1.0-py3-none-any.whl").write_bytes(b"x")
+    (tmp_path / "apt").mkdir()
+    (tmp_path / "apt" / "short").write_bytes(b"abc")
+    manifest = {"items": [{"path": "wheels/cp311-x86_64/torch-2.10.0-py3-none-any.whl", "size": 3, "sha256": sha(b"abc")},
+                          {"path": "apt/short", "size": 3, "sha256": sha(b"abc")[:63]}]}
+    assert bundle.verify(str(tmp_path), manifest) == [
+        {"path": "wheels/cp311-x86_64/evil-1.0-py3-none-any.whl", "problem": "not in the manifest (an extra file)"},
+        {"path": "apt/short", "problem": "the manifest's sha256 %r is not 64 hexadecimal digits" % sha(b"abc")[:63]}]
+    # Asked about some paths only (a host's part), extras are the whole bundle's business.
+    assert bundle.verify(str(tmp_path), manifest, paths=["wheels/cp311-x86_64/torch-2.10.0-py3-none-any.whl"]) == []
+
+
+def test_match_marks_an_index_row_bad_when_a_wheel_beside_its_simple_pages_differs():
+    wheel_dir = "wheels/cp312-aarch64"
+    manifest = manifest_with([{"kind": "index", "url": "https://download.pytorch.org/whl/cu130",
+                               "targets": {TARGET["id"]: {"path": wheel_dir + "/simple",
+                                                          "requirements": ["torch==2.11.0"]}}}])
+    item = {"component": "pytorch", "source": "torch package index", "url": "https://download.pytorch.org/whl/cu130",
+            "kind": "index", "variable": "sparkforge_torch_index_url", "sha256": None, "key": "torch_index_url"}
+    plan = {"torch": {"version": "2.11.0", "source": "index"}, "actions": {"pytorch": "install"}}
+    bad = [{"path": wheel_dir + "/torch-2.11.0-cp312-cp312-linux_aarch64.whl", "problem": "sha256 1, the manifest says 2"}]
+    rows, problems = bundle.match(manifest, [item], TARGET, plan, bad)
+    assert rows[0]["status"] == "bad"
+    assert problems == ["pytorch: torch package index: bundle file %s/torch-2.11.0-cp312-cp312-linux_aarch64.whl: "
+                        "sha256 1, the manifest says 2" % wheel_dir]
 
 
 def test_load_manifest_refuses_what_is_not_a_bundle(tmp_path):
@@ -298,3 +329,18 @@ def test_the_builds_packages_point_the_builders_pip_at_the_bundle():
                                   dict(PLAN, torch={"source": "source", "version": "2.12.0"}))
     assert problems == ["pytorch: Python packages for the builds (pip): the bundle's build packages are for torch "
                         "2.10.0, the plan builds 2.12.0"]
+
+
+def test_a_rerun_removes_what_it_no_longer_lists_from_its_own_directories_only(tmp_path):
+    (tmp_path / "wheels" / "cp311-x86_64").mkdir(parents=True)
+    (tmp_path / "wheels" / "cp311-x86_64" / "old-1.0-py3-none-any.whl").write_bytes(b"old")
+    (tmp_path / ".constraints-cp311-x86_64.txt").write_text("torch==2.10.0\n")
+    (tmp_path / "notes.txt").write_text("the site's own file\n")
+    maker = bundle.Maker(str(tmp_path), fetch=None)
+    maker.write("apt/ubuntu2404/x86_64/Packages", b"Package: x\n")
+    maker.record("apt/ubuntu2404/x86_64/Packages", "https://m/Packages", "apt-index", "t")
+    manifest = maker.finish({}, [])
+    assert not (tmp_path / "wheels" / "cp311-x86_64" / "old-1.0-py3-none-any.whl").exists()
+    assert not (tmp_path / ".constraints-cp311-x86_64.txt").exists()
+    # Not the maker's: kept, and a bundle holding it is refused until it is moved out.
+    assert bundle.verify(str(tmp_path), manifest) == [{"path": "notes.txt", "problem": "not in the manifest (an extra file)"}]

@@ -1,0 +1,186 @@
+# -*- coding: utf-8 -*-
+# Copyright: sparkforge developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Is a wheel in a wheelhouse one that pip can install on this host? Found before anything changes.
+
+A wheel's file name carries its tags (PEP 427/425: ``name-version[-build]-python-abi-platform.whl``,
+each tag part possibly a ``.``-joined set). ``tag_problem`` says why no tag fits a host's CPython
+``X.Y`` and machine (a small form of pip's tag matching: CPython and pure-Python wheels, the linux
+and manylinux platforms of the machine, ``any``). ``zip_problem`` says why a file is not a wheel pip
+can open (a truncated file has no zip central directory) or lacks its ``.dist-info`` METADATA and
+RECORD; ``manifest_problem`` why a wheel differs from the build manifest published beside it.
+``wheelhouse_problems`` applies them to the wheels a plan installs from a directory.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import hashlib
+import json
+import os
+import re
+import zipfile
+
+try:
+    from urllib.parse import urlparse, unquote
+except ImportError:  # pragma: no cover - Python 2
+    from urlparse import urlparse
+    from urllib import unquote
+
+WHEEL_RE = re.compile(r"^(?P<name>[^-]+)-(?P<version>[^-]+)(?:-(?P<build>\d[^-]*))?-(?P<python>[^-]+)"
+                      r"-(?P<abi>[^-]+)-(?P<platform>[^-]+)\.whl$")
+# Platform tags a glibc Linux host takes for its machine (the glibc version itself is pip's to judge).
+_LINUX_PLATFORM = re.compile(r"^(linux|manylinux1|manylinux2010|manylinux2014|manylinux_\d+_\d+)_(?P<machine>.+)$")
+MACHINES = {"amd64": "x86_64", "arm64": "aarch64"}
+
+
+def normalise(name):
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def parse(filename):
+    """{name, version, build, python, abi, platform} of a wheel file name (tag sets as lists), or None."""
+    m = WHEEL_RE.match(os.path.basename(filename))
+    if not m:
+        return None
+    out = m.groupdict()
+    for key in ("python", "abi", "platform"):
+        out[key] = out[key].split(".")
+    out["name"] = normalise(out["name"])
+    return out
+
+
+def _python_fits(tag, abi, major, minor):
+    """Does (python tag, abi tag) run on CPython major.minor?"""
+    m = re.match(r"^(cp|py)(\d)(\d*)$", tag)
+    if not m:
+        return False
+    kind, tmajor, tminor = m.group(1), int(m.group(2)), m.group(3)
+    if tmajor != major:
+        return False
+    if kind == "py":
+        # py3 or py3X with no compiled ABI: pure Python.
+        return abi == "none" and (tminor == "" or int(tminor) <= minor)
+    if tminor == "":
+        return False
+    if abi == "abi3":
+        return int(tminor) <= minor
+    if abi == "none":
+        return int(tminor) == minor
+    return int(tminor) == minor and re.match(r"^cp%d%d[a-z]*$" % (major, minor), abi) is not None
+
+
+def _platform_fits(platform, machine):
+    if platform == "any":
+        return True
+    m = _LINUX_PLATFORM.match(platform)
+    return bool(m) and m.group("machine") == machine
+
+
+def tag_problem(filename, python_version, machine):
+    """None when some tag of the wheel fits CPython ``python_version`` (X.Y[.Z]) on ``machine``
+    (x86_64, aarch64), else why not, as a person reads it."""
+    tags = parse(filename)
+    if tags is None:
+        return "is not a wheel file name (name-version-python-abi-platform.whl)"
+    machine = MACHINES.get(machine, machine)
+    parts = str(python_version).split(".")
+    major, minor = int(parts[0]), int(parts[1]) if len(parts) > 1 else 0
+    platform_ok = any(_platform_fits(p, machine) for p in tags["platform"])
+    python_ok = any(_python_fits(py, abi, major, minor) for py in tags["python"] for abi in tags["abi"])
+    if platform_ok and python_ok:
+        return None
+    why = []
+    if not platform_ok:
+        why.append("is for %s, this host is %s" % (".".join(tags["platform"]), machine))
+    if not python_ok:
+        why.append("is for Python %s (ABI %s), this host's is %d.%d" % (
+            ".".join(tags["python"]), ".".join(tags["abi"]), major, minor))
+    return " and ".join(why)
+
+
+def zip_problem(path):
+    """None when ``path`` opens as a zip with its .dist-info METADATA and RECORD, else why not."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            names = archive.namelist()
+            meta = [n for n in names if re.match(r"^[^/]+\.dist-info/METADATA$", n)]
+            record = [n for n in names if re.match(r"^[^/]+\.dist-info/RECORD$", n)]
+            if not meta or not record:
+                return "has no .dist-info/%s: not a wheel pip installs" % ("METADATA" if not meta else "RECORD")
+            archive.read(meta[0])
+    except zipfile.BadZipfile as exc:
+        return "is not a valid zip (truncated or not a wheel: %s)" % exc
+    except (IOError, OSError) as exc:
+        return "cannot be read (%s)" % exc
+    except (zipfile.LargeZipFile, RuntimeError, ValueError) as exc:
+        return "cannot be read as a wheel (%s)" % exc
+    return None
+
+
+def manifest_problem(path):
+    """A wheel published with a build manifest beside it (``<wheel>.manifest.json``, what the PyTorch build
+    writes, with the wheel's ``sha256``) must be the wheel the manifest describes; None when it is or
+    when there is no manifest."""
+    manifest = path + ".manifest.json"
+    if not os.path.isfile(manifest):
+        return None
+    try:
+        with open(manifest) as handle:
+            data = json.load(handle)
+    except (IOError, OSError, ValueError) as exc:
+        return "has a build manifest %s that cannot be read as JSON (%s)" % (os.path.basename(manifest), exc)
+    want = data.get("sha256") if isinstance(data, dict) else None
+    if not (isinstance(want, str) and re.match(r"^[0-9a-fA-F]{64}$", want)):
+        return "has a build manifest %s without a sha256 of 64 hex digits (got %r)" % (os.path.basename(manifest), want)
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    if digest.hexdigest() != want.lower():
+        return "has sha256 %s, its build manifest %s says %s" % (
+            digest.hexdigest(), os.path.basename(manifest), want.lower())
+    return None
+
+
+def local_dir(location):
+    """The directory of a wheelhouse given as a path or file:// URL; None for a remote URL."""
+    parsed = urlparse(location or "")
+    if parsed.scheme == "file":
+        return unquote(parsed.path)
+    if not parsed.scheme and (location or "").startswith("/"):
+        return location
+    return None
+
+
+def wheelhouse_problems(location, wanted, python_version, machine, variable):
+    """Problems (strings) of the wheels a plan installs from the wheelhouse ``location``.
+
+    ``wanted``: project -> planned version (the local tag aside, as pip's ``name==version`` takes it).
+    For each project the wheelhouse holds at that version, some wheel must fit the host's Python and
+    machine; every wheel that fits (any of them may be what pip installs, a dependency too) must open
+    as a wheel. A project the wheelhouse lacks is pip's to report (No matching distribution)."""
+    directory = local_dir(location)
+    if directory is None or not os.path.isdir(directory):
+        return []
+    files = sorted(f for f in os.listdir(directory) if f.endswith(".whl") and os.path.isfile(os.path.join(directory, f)))
+    out = []
+    for project, version in sorted(wanted.items()):
+        if not version:
+            continue
+        planned = str(version).split("+", 1)[0]
+        candidates = [f for f in files if (parse(f) or {}).get("name") == normalise(project)
+                      and (parse(f) or {}).get("version", "").split("+", 1)[0] == planned]
+        if candidates and all(tag_problem(f, python_version, machine) for f in candidates):
+            out.append("the wheelhouse %s (%s) has no %s %s wheel for this host (Python %s, %s): %s" % (
+                directory, variable, project, version, ".".join(str(python_version).split(".")[:2]),
+                MACHINES.get(machine, machine),
+                "; ".join("%s %s" % (f, tag_problem(f, python_version, machine)) for f in candidates)))
+    for fname in files:
+        if tag_problem(fname, python_version, machine):
+            continue
+        why = zip_problem(os.path.join(directory, fname)) or manifest_problem(os.path.join(directory, fname))
+        if why:
+            out.append("the wheelhouse %s (%s): %s %s" % (directory, variable, os.path.join(directory, fname), why))
+    return out
