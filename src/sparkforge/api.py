@@ -1088,13 +1088,15 @@ def report(run=None, reports_dir=None, project_dir=None):
         run = runs[-1]
     # A run id is the name of one directory under the reports directory, never a path out of it.
     if not isinstance(run, str) or not run or run in (".", "..") or "/" in run or os.sep in run \
-            or run.startswith(".") or run not in runs:
+            or run.startswith("."):
         return Report(run=None, path=None, runs=runs,
                       error="run %r is not a run id under %s (runs: %s)"
                             % (run, base, ", ".join(runs[-5:]) if runs else "none"))
     path = os.path.join(base, run)
-    real_base = os.path.realpath(base)
-    if not os.path.realpath(path).startswith(real_base + os.sep):
+    if run not in runs:
+        return Report(run=run, path=path, runs=runs, error="no report directory %s" % path)
+    # A run directory that is a link out of the reports directory is not followed.
+    if not os.path.realpath(path).startswith(os.path.realpath(base) + os.sep):
         return Report(run=None, path=None, runs=runs, error="run %r leads out of %s" % (run, base))
     rep = Report(run=run, path=path, runs=runs)
     for dirpath, dirnames, filenames in os.walk(path):
