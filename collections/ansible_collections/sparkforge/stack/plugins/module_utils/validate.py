@@ -47,8 +47,9 @@ READ_PATHS = ("cluster_fabric_sysfs_root", "cluster_fabric_proc_root", "cluster_
               "runtime_env_ptxas_path", "triton_json_syspath")
 # Beside the project's own prefix: the variables of cluster.yml and xhost.yml; each role's name is a prefix too.
 PREFIXES = ("sparkforge_", "cluster_", "xhost_")
-# The checkout's own reports/ (git-ignored) is where the controller's reports go by default.
-CHECKOUT_WRITABLE = ("reports",)
+# What the controller keeps in the directory ansible-playbook runs in by default (the checkout, run from its
+# root): its reports (git-ignored) and the cluster's SSH keys (cluster_ssh_key_dir).
+CHECKOUT_WRITABLE = ("reports", ".sparkforge-cluster-keys")
 # What the preflight role passes for a variable that is not set anywhere (skipped, as None is).
 UNSET = "__unset__"
 

@@ -221,5 +221,5 @@ def test_names_set_reads_what_roles_set():
 
 
 def test_protected_dirs_are_the_collection_and_its_checkout():
-    assert PROTECTED == [(os.path.normpath(COLLECTION), ()), (CHECKOUT, ("reports",))]
+    assert PROTECTED == [(os.path.normpath(COLLECTION), ()), (CHECKOUT, ("reports", ".sparkforge-cluster-keys"))]
     assert validate.protected_dirs("/elsewhere/stack") == [("/elsewhere/stack", ())]
