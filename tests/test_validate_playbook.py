@@ -173,7 +173,8 @@ def test_numbers_given_as_key_value_reach_the_planner_typed(tmp_path):
     host = make_host(tmp_path, None, "index", torch=False, venv=False, components=TORCH_ONLY)
     proc, recap = playbook(host, "--check", "--tags", "preflight", "-e", "preflight_min_ram_gib=1",
                            "-e", "preflight_min_disk_gib_source_build=1", "-e", "pytorch_jobs=8",
-                           "-e", "sparkforge_probe_timeout=7")
+                           "-e", "sparkforge_probe_timeout=7", "-e", "sparkforge_cuda_major=13",
+                           "-e", "preflight_allow_x86_64=yes", "-e", "preflight_min_ram_gib_source_build=2")
     out = proc.stdout
     assert "not supported between" not in out, out[-3000:]
     assert proc.returncode == 0, out[-3000:]
