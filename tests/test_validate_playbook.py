@@ -155,7 +155,8 @@ def test_every_playbook_refuses_the_rows_before_any_change(tmp_path, book, row_i
     assert git_status() == status_before
 
 
-def test_ansibles_own_check_refuses_a_fraction_for_a_whole_number_first(tmp_path):
+@pytest.mark.parametrize("row_id", [pytest.param("V01", id="V01")])
+def test_ansibles_own_check_refuses_a_fraction_for_a_whole_number_first(tmp_path, row_id):
     """V01: -e preflight_min_ram_gib=1.5 - Ansible's argument check of the preflight role names it first."""
     host = make_host(tmp_path, None, "index", torch=False, venv=False, components=TORCH_ONLY)
     before = snapshot(*watched(host))
@@ -164,7 +165,7 @@ def test_ansibles_own_check_refuses_a_fraction_for_a_whole_number_first(tmp_path
     assert "preflight_min_ram_gib" in proc.stdout and "1.5" in proc.stdout
     assert snapshot(*watched(host)) == before
     # The rule itself (what validate_vars says where Ansible's check does not run first):
-    assert ROWS["V01"][2] == "preflight_min_ram_gib: expected a whole number, got '1.5'"
+    assert ROWS[row_id][2] == "preflight_min_ram_gib: expected a whole number, got '1.5'"
 
 
 def test_numbers_given_as_key_value_reach_the_planner_typed(tmp_path):
@@ -180,11 +181,12 @@ def test_numbers_given_as_key_value_reach_the_planner_typed(tmp_path):
     assert proc.returncode == 0, out[-3000:]
 
 
-def test_an_inventory_that_does_not_parse_stops_ansible_playbook_naming_it(tmp_path):
+@pytest.mark.parametrize("name,text", [pytest.param("bad.yml", "all:\n  hosts:\n    a: [\n", id="N21")])
+def test_an_inventory_that_does_not_parse_stops_ansible_playbook_naming_it(tmp_path, name, text):
     """N21: the repository's ansible.cfg makes an unparsable inventory an error (exit 1, ansible-core's
     code for it), naming the file, instead of a warning and a run against implicit localhost."""
-    bad = tmp_path / "bad.yml"
-    bad.write_text("all:\n  hosts:\n    a: [\n")
+    bad = tmp_path / name
+    bad.write_text(text)
     status_before = git_status()
     env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"), ANSIBLE_NOCOLOR="1")
     proc = subprocess.run([os.path.join(BIN, "ansible-playbook"), "playbooks/spark.yml", "-i", str(bad),
