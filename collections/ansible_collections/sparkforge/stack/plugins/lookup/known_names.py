@@ -50,9 +50,13 @@ from ansible.plugins.lookup import LookupBase
 from ansible_collections.sparkforge.stack.plugins.module_utils import validate
 
 
+# libyaml's loader where PyYAML has it: every host's preflight reads the roles (about ten times faster).
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 def _load(path):
     with open(path) as handle:
-        return yaml.safe_load(handle)
+        return yaml.load(handle, Loader=_LOADER)  # nosec - a safe loader
 
 
 def known_names(roles_dir):
