@@ -6,6 +6,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 import readme
 from helpers import REPO, user_env
 from sparkforge import cli
@@ -130,3 +132,50 @@ def test_the_readme_cli_lines_as_written():
         assert host in runs[0].stdout, (host, runs[0].stdout[-3000:])
     assert runs[1].returncode == 2, runs[1].stdout[-3000:]
     assert "Preflight" in runs[1].stdout or "preflight" in runs[1].stdout, runs[1].stdout[-3000:]
+
+
+def _git_status():
+    return subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=REPO,
+                          stdout=subprocess.PIPE, universal_newlines=True, check=True).stdout
+
+
+def _tree(path):
+    return sorted((base, sorted(dirs), sorted(files)) for base, dirs, files in os.walk(str(path)))
+
+
+@pytest.mark.parametrize("argv,message", [
+    pytest.param(["versions", "--check", "--since", "bogus"], "--since 'bogus' is not a torch release like 2.9.0",
+                 id="V30"),
+    pytest.param(["versions", "--timeout", "0"], "--timeout 0.0 is not a number of seconds above 0", id="V31"),
+    pytest.param(["report", "--run", "/etc/apt"], "run '/etc/apt' is not a run id under", id="V32"),
+    pytest.param(["report", "--run", ".."], "run '..' is not a run id under", id="V33"),
+    pytest.param(["rollback", "-i", INVENTORY, "--to", "two"], "--to takes a generation number (1, 2, ...), got 'two'",
+                 id="V34"),
+    pytest.param(["rollback", "-i", INVENTORY, "--to", "1.9"], "--to takes a generation number (1, 2, ...), got '1.9'",
+                 id="V35"),
+    pytest.param(["bundle", "-i", INVENTORY, "--out", "{tmp}/afile/bundle"],
+                 "is a regular file, not a directory: give a directory path", id="V36"),
+    pytest.param(["bundle", "-i", INVENTORY, "--out", "/usr"], "--out /usr: '/usr' is a system directory", id="V37"),
+    pytest.param(["plan", "-i", "{tmp}/bad.yml"], "Completely failed to parse inventory source {tmp}/bad.yml",
+                 id="N20"),
+    pytest.param(["status", "-i", "{tmp}/bad.ini"], "Completely failed to parse inventory source {tmp}/bad.ini",
+                 id="N22"),
+])
+def test_every_option_is_checked_before_anything_runs(tmp_path, argv, message):
+    """The command line's bad options (docs/bad-inputs.md V30..V37, N20, N22): exit 4 (usage), the message, and
+    nothing written: not in the reports dir (a report never reads outside it), not in the checkout."""
+    (tmp_path / "afile").write_text("x")
+    (tmp_path / "bad.yml").write_text("all:\n  hosts:\n    a: [\n")
+    (tmp_path / "bad.ini").write_text("[x\nfoo bar=\n")
+    reports = tmp_path / "reports"
+    (reports / "20260101T000000-000001").mkdir(parents=True)
+    argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]
+    if argv[0] == "report":
+        argv += ["--reports-dir", str(reports)]
+    before, status = _tree(tmp_path), _git_status()
+    code, out, err = _run(argv)
+    assert code == 4, out + err
+    assert message.replace("{tmp}", str(tmp_path)) in out + err
+    # Nothing under /etc/apt was listed, no run started.
+    assert "sources.list" not in out and "PLAY [" not in out
+    assert _tree(tmp_path) == before and _git_status() == status

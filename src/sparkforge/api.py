@@ -786,6 +786,8 @@ def run_playbook(action, inventory, playbook=None, limit=None, extravars=None, c
             "ANSIBLE_NOCOLOR": "1",
             "ANSIBLE_FORCE_COLOR": "0",
             "ANSIBLE_RETRY_FILES_ENABLED": "0",
+            # An inventory that does not parse is an error naming it, with or without the project's ansible.cfg.
+            "ANSIBLE_INVENTORY_ANY_UNPARSED_IS_FAILED": "1",
         }
         bindir = os.path.dirname(sys.executable)
         if os.path.exists(os.path.join(bindir, "ansible-playbook")):
@@ -948,14 +950,48 @@ def bundle(inventory, out=None, limit=None, extravars=None, on_event=None, playb
     if not out:
         return _error_result("bundle", "--out DIR is required: where the bundle is written", inventory=inventory,
                              limit=limit)
+    problem = _out_dir_problem(out, kwargs.get("project_dir"))
+    if problem:
+        return _error_result("bundle", problem, inventory=inventory, limit=limit)
     out = os.path.abspath(out)
-    if os.path.exists(out) and not os.path.isdir(out):
-        return _error_result("bundle", "--out %s exists and is not a directory" % out, inventory=inventory,
-                             limit=limit)
     extra["sparkforge_bundle_out"] = out
     kwargs.pop("check", None)
     return run_playbook("bundle", inventory, playbook=playbook or os.path.join("playbooks", "bundle.yml"),
                         limit=limit, extravars=extra, on_event=on_event, **kwargs)
+
+
+def _out_dir_problem(out, project_dir=None):
+    """Why ``out`` cannot be the bundle directory, or None: it (or a parent) is not a directory, or the
+    path rules of the collection's validate module refuse it (a system directory, inside the checkout)."""
+    path = os.path.abspath(out)
+    if os.path.exists(path) and not os.path.isdir(path):
+        return "--out %s exists and is not a directory" % path
+    parent = os.path.dirname(path)
+    while parent and not os.path.exists(parent):
+        parent = os.path.dirname(parent)
+    if parent and not os.path.isdir(parent):
+        return "--out %s: %s is a regular file, not a directory: give a directory path" % (out, parent)
+    root = project_root(project_dir)
+    validate = _collection_validate(root)
+    if validate is not None:
+        collection = os.path.join(root, "collections", "ansible_collections", "sparkforge", "stack")
+        try:
+            validate.check_one("sparkforge_bundle_out", path, {"type": "path"}, validate.protected_dirs(collection))
+        except validate.Invalid as exc:
+            return "--out %s: %s" % (out, exc)
+    return None
+
+
+def _collection_validate(root):
+    """The collection's module_utils/validate (the project's copy), or None where it cannot be imported."""
+    collections = os.path.join(root, "collections")
+    if os.path.isdir(collections) and collections not in sys.path:
+        sys.path.insert(0, collections)
+    try:
+        from ansible_collections.sparkforge.stack.plugins.module_utils import validate
+    except ImportError:
+        return None
+    return validate
 
 
 class RunStream:
@@ -1050,9 +1086,18 @@ def report(run=None, reports_dir=None, project_dir=None):
         if not runs:
             return Report(run=None, path=None, runs=[], error="no reports under %s" % base)
         run = runs[-1]
+    # A run id is the name of one directory under the reports directory, never a path out of it.
+    if not isinstance(run, str) or not run or run in (".", "..") or "/" in run or os.sep in run \
+            or run.startswith("."):
+        return Report(run=None, path=None, runs=runs,
+                      error="run %r is not a run id under %s (runs: %s)"
+                            % (run, base, ", ".join(runs[-5:]) if runs else "none"))
     path = os.path.join(base, run)
-    if not os.path.isdir(path):
+    if run not in runs:
         return Report(run=run, path=path, runs=runs, error="no report directory %s" % path)
+    # A run directory that is a link out of the reports directory is not followed.
+    if not os.path.realpath(path).startswith(os.path.realpath(base) + os.sep):
+        return Report(run=None, path=None, runs=runs, error="run %r leads out of %s" % (run, base))
     rep = Report(run=run, path=path, runs=runs)
     for dirpath, dirnames, filenames in os.walk(path):
         dirnames.sort()

@@ -5,8 +5,10 @@ Exit codes (scripts can rely on them):
 * 0 -- every host ok (or changed);
 * 2 -- at least one host failed a task (preflight problems included);
 * 3 -- at least one host was unreachable (wins over 2);
-* 4 -- usage error: bad arguments, missing inventory/playbook/extra-vars file,
-  a playbook that does not parse, no report to show;
+* 4 -- usage error: bad arguments (a --since that is no version, a --run outside
+  the reports directory, a --to that is no generation, an --out under a file),
+  missing inventory/playbook/extra-vars file, an inventory or a playbook that
+  does not parse, no report to show;
 * 1 -- any other error (ansible-runner could not start, the run timed out).
 
 Progress goes to stdout (stderr with ``--json``, where stdout holds only the JSON

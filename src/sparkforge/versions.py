@@ -13,6 +13,7 @@ __metaclass__ = type
 
 import json
 import os
+import re
 import sys
 
 import yaml
@@ -53,8 +54,17 @@ def _modules(project_root):
     return pkg_index, torch_versions
 
 
+SINCE = re.compile(r"^\d+\.\d+(\.\d+)?$")
+
+
 def run(args, project_root, stdout, stderr):
     """Returns the exit code: 0 agree, 1 findings with --check, 4 bad input, 5 index unreadable."""
+    if not SINCE.match(str(args.since)):
+        stderr.write("sparkforge versions: --since %r is not a torch release like 2.9.0\n" % (args.since,))
+        return 4
+    if not args.timeout > 0:
+        stderr.write("sparkforge versions: --timeout %r is not a number of seconds above 0\n" % (args.timeout,))
+        return 4
     pkg_index, torch_versions = _modules(project_root)
     manifest_dir = args.manifest_dir or os.path.join(project_root, MANIFEST_REL)
     torch_file = os.path.join(manifest_dir, "torch.yml")

@@ -15,6 +15,9 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import difflib
+import ipaddress
+import os
 import re
 
 COMPONENTS = ("cuda_libs", "cusparselt", "llvm", "triton", "pytorch", "torch_domains",
@@ -30,6 +33,23 @@ GIT_URL = re.compile(r"^((https?|ssh|git|file)://[^\s]+|[\w.-]+@[\w.-]+:[^\s]+)$
 SHA256 = re.compile(r"^[0-9a-fA-F]{64}$")
 ARCH = re.compile(r"^\d+\.\d+[af]?(\+PTX)?$")
 PERCENT = re.compile(r"^\d+(\.\d+)?%$")
+GENERATION = re.compile(r"^[1-9]\d*$")
+
+# A venv, prefix, build, wheel or report path is never one of these directories itself (a venv at /usr
+# would be `python3 -m venv /usr`); a path below them is fine (/opt/sparkforge, /srv/wheels).
+SYSTEM_DIRS = ("/", "/usr", "/usr/local", "/usr/bin", "/usr/lib", "/usr/share", "/etc", "/bin", "/sbin", "/lib",
+               "/lib64", "/var", "/var/lib", "/opt", "/home", "/root", "/boot", "/dev", "/proc", "/sys", "/tmp",
+               "/srv", "/mnt", "/media", "/run", "/snap")
+# Paths that are read, not created (a root the fabric role reads, an interpreter, a CUDA install): exempt from the
+# system-directory and inside-the-checkout rules (cluster_fabric_root is / on a real host).
+READ_PATHS = ("cluster_fabric_sysfs_root", "cluster_fabric_proc_root", "cluster_fabric_root", "sparkforge_cuda_home",
+              "fleet_build_cuda_home", "torch_domains_cuda_home", "verify_python", "xhost_python", "triton_ptxas_path",
+              "runtime_env_ptxas_path", "triton_json_syspath")
+# Beside the project's own prefix: the variables of cluster.yml and xhost.yml; each role's name is a prefix too.
+PREFIXES = ("sparkforge_", "cluster_", "xhost_")
+# What the controller keeps in the directory ansible-playbook runs in by default (the checkout, run from its
+# root): its reports (git-ignored) and the cluster's SSH keys (cluster_ssh_key_dir).
+CHECKOUT_WRITABLE = ("reports", ".sparkforge-cluster-keys")
 # What the preflight role passes for a variable that is not set anywhere (skipped, as None is).
 UNSET = "__unset__"
 
@@ -86,30 +106,50 @@ RULES = {
     "sparkforge_fleet_wheelhouse": {"kind": "path"},
     "cusparselt_download_dir": {"kind": "path", "empty": True},
     "runtime_env_ptxas_path": {"kind": "path"},
-    "pytorch_jobs": {"kind": "jobs"},
-    "triton_jobs": {"kind": "jobs"},
-    "torch_domains_jobs": {"min": 1, "max": 4096},
+    "pytorch_jobs": {"kind": "jobs", "min": 1, "max": 1024},
+    "triton_jobs": {"kind": "jobs", "min": 1, "max": 1024},
+    "torch_domains_jobs": {"min": 1, "max": 1024},
+    "fleet_build_domain_jobs": {"min": 1, "max": 1024},
+    "sparkforge_rollback_to": {"kind": "generation", "empty": True},
+    "fleet_rollback_to": {"kind": "generation", "empty": True},
+    "cluster_fabric_subnet": {"kind": "cidr", "empty": True},
+    "cluster_fabric_mtu": {"min": 576, "max": 65520},
+    "sparkforge_fabric_mtu": {"min": 576, "max": 65520},
+    "cluster_fabric_confirm_timeout": {"min": 10, "max": 3600},
+    "cluster_fabric_slots": {"min": 1, "max": 1024},
+    "cuda_libs_cache_valid_time": {"min": 0, "max": 31536000},
+    "llvm_apt_cache_valid_time": {"min": 0, "max": 31536000},
+    "triton_apt_cache_valid_time": {"min": 0, "max": 31536000},
+    "offline_bundle_make_timeout": {"min": 1, "max": 86400},
+    "triton_poll_max_prints": {"min": 1, "max": 100000},
+    "xhost_link_speed_gbps": {"min": 0.001, "max": 100000},
+    "xhost_master_port": {"min": 1, "max": 65535},
+    "xhost_iters": {"min": 1, "max": 100000},
+    "xhost_join_timeout": {"min": 1, "max": 86400},
+    "xhost_op_timeout": {"min": 1, "max": 86400},
+    "xhost_min_link_fraction": {"min": 0.0, "max": 1.0},
+    "xhost_min_gbs": {"min": 0.0, "max": 100000},
     "sparkforge_probe_timeout": {"min": 1, "max": 600},
     "preflight_min_ram_gib": {"min": 0, "max": 65536},
     "preflight_min_ram_gib_source_build": {"min": 0, "max": 65536},
     "preflight_min_disk_gib": {"min": 0, "max": 1048576},
     "preflight_min_disk_gib_source_build": {"min": 0, "max": 1048576},
-    "pytorch_build_timeout": {"min": 60},
-    "pytorch_build_poll": {"min": 1},
-    "pytorch_build_poll_max": {"min": 1},
-    "pytorch_acceptance_max_failed": {"min": 0},
-    "triton_build_timeout_s": {"min": 60},
-    "triton_poll_interval_s": {"min": 1},
+    "pytorch_build_timeout": {"min": 60, "max": 604800},
+    "pytorch_build_poll": {"min": 1, "max": 86400},
+    "pytorch_build_poll_max": {"min": 1, "max": 86400},
+    "pytorch_acceptance_max_failed": {"min": 0, "max": 100000},
+    "triton_build_timeout_s": {"min": 60, "max": 604800},
+    "triton_poll_interval_s": {"min": 1, "max": 86400},
     "sparkforge_fleet_generations_keep": {"min": 1, "max": 1000},
-    "sparkforge_rollout_max_failures": {"min": 1},
+    "sparkforge_rollout_max_failures": {"min": 1, "max": 100000},
     "sparkforge_max_fail_percentage": {"min": 0, "max": 100},
     "sparkforge_serial": {"kind": "serial"},
-    "verify_timeout": {"min": 1},
+    "verify_timeout": {"min": 1, "max": 604800},
     "verify_gemm_size": {"min": 1, "max": 65536},
     "verify_bench_scale": {"min": 0.01, "max": 100},
-    "verify_collective_iters": {"min": 1},
-    "cuda_libs_lock_timeout": {"min": 0},
-    "cusparselt_lock_timeout": {"min": 0},
+    "verify_collective_iters": {"min": 1, "max": 100000},
+    "cuda_libs_lock_timeout": {"min": 0, "max": 86400},
+    "cusparselt_lock_timeout": {"min": 0, "max": 86400},
 }
 
 # Variables no role's argument_specs lists (play keywords, controller settings, manifest sources); their
@@ -133,7 +173,25 @@ EXTRA_SPECS = {
     "sparkforge_cuda_keyring_sha256": {"type": "str"},
     "sparkforge_cuda_keyring_sha256_map": {"type": "dict"},
     "sparkforge_cusparselt_sha256": {"type": "dict"},
+    # The generation `rollback.yml` goes back to (fleet_rollback_to's default).
+    "sparkforge_rollback_to": {"type": "raw"},
+    # What the Python API passes to every run.
+    "sparkforge_run_id": {"type": "str"},
+    "sparkforge_plan_only": {"type": "bool"},
+    # cluster.yml's and xhost.yml's play-level settings.
+    "cluster_group": {"type": "str"},
+    "cluster_runtime_env": {"type": "bool"},
+    "cluster_xhost_env": {"type": "dict"},
+    "xhost_group": {"type": "str"},
+    # Host variables the fabric role reads (cluster_fabric_interface's and cluster_fabric_mtu's defaults).
+    "sparkforge_fabric_interface": {"type": "str"},
+    "sparkforge_fabric_mtu": {"type": "int"},
+    # fleet_build_domain_extra_env's default.
+    "torch_domains_extra_env": {"type": "dict"},
 }
+
+# Variables a module of the collection sets (its ansible_facts), which no task file names.
+INTERNAL_NAMES = ("sparkforge_bundle_env",)
 
 # A type that YAML or -e gives in other clothes: these messages say what to write instead.
 TYPE_WORDS = {"str": "a string", "path": "a path", "list": "a list", "dict": "a mapping", "bool": "true or false",
@@ -147,7 +205,7 @@ class Invalid(Exception):
 def show(value):
     """What the variable got, as a person would write it."""
     if isinstance(value, str):
-        return repr(value) if len(value) <= 80 else repr(value[:77] + "...")
+        return repr(value) if len(value) <= 160 else repr(value[:157] + "...")
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, (dict, list)):
@@ -190,6 +248,11 @@ def to_number(value, kind, rule):
         number = int(value)
     elif not isinstance(value, (int, float)):
         raise Invalid("expected %s, got %s" % (TYPE_WORDS[kind], show(value)))
+    return in_range(number, value, rule)
+
+
+def in_range(number, value, rule):
+    """``number`` (what ``value`` was given as) within the rule's min and max."""
     low, high = rule.get("min"), rule.get("max")
     if low is not None and number < low or high is not None and number > high:
         bounds = ("from %s to %s" % (low, high) if high is not None else "at least %s" % low) if low is not None \
@@ -198,11 +261,15 @@ def to_number(value, kind, rule):
     return number
 
 
+# Kinds of string a YAML number stands for (llvm_version: 18, triton_jobs: 8, fleet_rollback_to: 2).
+INT_AS_STRING = ("version_or_int", "int_string", "jobs", "generation", None)
+
+
 def check_string(value, kind, rule):
     """A string of a kind; returns it (stripped of nothing: the value is used as given)."""
     if kind in ("version", "release", "version_or_int") and isinstance(value, float):
         raise Invalid("got the number %s: YAML read a version as a number; quote it (\"%s\")" % (value, value))
-    if isinstance(value, int) and not isinstance(value, bool) and kind in ("version_or_int", "int_string", None):
+    if isinstance(value, int) and not isinstance(value, bool) and kind in INT_AS_STRING:
         value = str(value)
     if not isinstance(value, str):
         raise Invalid("expected a string, got %s" % show(value))
@@ -213,6 +280,7 @@ def check_string(value, kind, rule):
     if kind == "path":
         if not value.startswith("/"):
             raise Invalid("%s is not an absolute path: give the full path, starting with /" % show(value))
+        check_path(value, rule)
     elif kind == "path_or_url":
         if not (value.startswith("/") or URL.match(value)):
             raise Invalid("%s is neither an absolute path nor an http(s)/file URL" % show(value))
@@ -253,6 +321,18 @@ def check_string(value, kind, rule):
     elif kind == "jobs":
         if value != "auto" and not (value.isdigit() and int(value) >= 1):
             raise Invalid("%s is neither 'auto' nor a count of at least 1" % show(value))
+        if value != "auto":
+            in_range(int(value), value, rule)
+    elif kind == "generation":
+        if not GENERATION.match(value.strip()):
+            raise Invalid("%s is not a generation number (1, 2, ...)" % show(value))
+    elif kind == "cidr":
+        if "/" not in value:
+            raise Invalid("%s has no prefix length: give a prefix, e.g. %s/24" % (show(value), value.strip()))
+        try:
+            ipaddress.ip_network(u"%s" % value.strip(), strict=True)
+        except ValueError as exc:
+            raise Invalid("%s is not a network like 192.168.100.0/24: %s" % (show(value), exc))
     elif kind == "serial":
         if not (value.isdigit() and int(value) >= 1 or PERCENT.match(value) and 0 < float(value[:-1]) <= 100):
             raise Invalid("%s is neither a count of at least 1 nor a percentage like 25%%" % show(value))
@@ -273,10 +353,36 @@ def check_sha256_map(value, where=()):
                           % ("][".join(repr(p) for p in path), show(item)))
 
 
-def check_one(name, value, spec):
+def inside(path, root):
+    root = root.rstrip("/") or "/"
+    return path == root or path.startswith(root + "/")
+
+
+def check_path(value, rule):
+    """A path where something is created: normalised, not a system directory, not inside the collection or
+    the checkout (``rule["protected"]``: (directory, the part of it that may be written) pairs)."""
+    parts = value.split("/")
+    if ".." in parts or "." in parts:
+        raise Invalid("%s has '.' or '..' in it: give the path itself (%s)" % (show(value), os.path.normpath(value)))
+    if rule.get("read"):
+        return
+    path = os.path.normpath(value)
+    if path.startswith("//"):
+        path = "/" + path.lstrip("/")
+    if path in SYSTEM_DIRS:
+        raise Invalid("%s is a system directory: give a directory of its own below it, e.g. %s/sparkforge"
+                      % (show(value), path.rstrip("/")))
+    for root, writable in rule.get("protected") or ():
+        if inside(path, root) and not any(inside(path, os.path.join(root, w)) for w in writable):
+            raise Invalid("%s is inside %s: nothing is created there; give a path outside it" % (show(value), root))
+
+
+def check_one(name, value, spec, protected=()):
     """The value of one variable, normalised; raises Invalid with the reason."""
     spec = dict(spec or {})
     rule = dict(RULES.get(name, {}))
+    rule["protected"] = protected
+    rule["read"] = name in READ_PATHS
     if spec.get("choices") and "choices" not in rule:
         rule["choices"] = [str(c) for c in spec["choices"]]
     vtype = spec.get("type", "str")
@@ -322,20 +428,42 @@ def check_one(name, value, spec):
                 raise Invalid("unknown %s (known: %s)" % (", ".join(repr(u) for u in unknown), ", ".join(choices)))
         return out
     if vtype == "raw":
-        if kind in ("jobs", "serial") and isinstance(value, int) and not isinstance(value, bool):
+        if kind in ("jobs", "serial", "generation") and isinstance(value, int) and not isinstance(value, bool):
             if value < 1:
                 raise Invalid("%s is out of range (at least 1)" % show(value))
+            if kind == "jobs":
+                to_number(value, "int", rule)
             return value
+        if kind == "generation" and isinstance(value, float):
+            raise Invalid("%s is not a generation number (1, 2, ...)" % show(value))
         if kind is None:
             return value
         return check_string(value, kind, rule)
     return check_string(value, kind, rule)
 
 
-def check(values, specs):
+def protected_dirs(collection_dir):
+    """(directory, writable part) pairs nothing may be created in: the collection, and the checkout it is part of
+    (collections/ansible_collections/sparkforge/stack under a directory with ansible.cfg) but its reports/."""
+    if not collection_dir:
+        return []
+    collection_dir = os.path.normpath(collection_dir)
+    out = [(collection_dir, ())]
+    checkout = collection_dir
+    for part in ("stack", "sparkforge", "ansible_collections", "collections"):
+        if os.path.basename(checkout) != part:
+            return out
+        checkout = os.path.dirname(checkout)
+    if os.path.isfile(os.path.join(checkout, "ansible.cfg")):
+        out.append((checkout, CHECKOUT_WRITABLE))
+    return out
+
+
+def check(values, specs, protected=()):
     """``values``: variable name -> value (None or UNSET: not set, skipped); ``specs``: name -> its argument
-    spec (type, elements, choices).  Returns (normalised values, errors); each error is a dict with
-    ``variable``, ``value`` (as shown) and ``message`` ("<variable>: <reason>")."""
+    spec (type, elements, choices); ``protected``: what protected_dirs returns.  Returns (normalised values,
+    errors); each error is a dict with ``variable``, ``value`` (as shown) and ``message`` ("<variable>:
+    <reason>")."""
     merged = dict(EXTRA_SPECS)
     merged.update(specs or {})
     normalised = {}
@@ -345,10 +473,63 @@ def check(values, specs):
         if value is None or value == UNSET:
             continue
         try:
-            normalised[name] = check_one(name, value, merged.get(name, {"type": "raw"}))
+            normalised[name] = check_one(name, value, merged.get(name, {"type": "raw"}), protected)
         except Invalid as exc:
             errors.append({"variable": name, "value": show(value), "message": "%s: %s" % (name, exc)})
     return normalised, errors
+
+
+def prefixes(role_names):
+    """The project's variable prefixes: sparkforge_, cluster_, xhost_ and every role's name."""
+    return sorted(set(PREFIXES) | set("%s_" % name for name in role_names))
+
+
+def unknown_names(given, known, prefixes_=PREFIXES):
+    """``given``: name -> value of the variables set with a project prefix; ``known``: every name the
+    collection declares or sets itself; ``prefixes_``: the project's prefixes (None: every name given has one).
+    One error per name nobody reads, with the closest known name."""
+    errors = []
+    declared = sorted(set(known))
+    for name in sorted(given):
+        if name in known or prefixes_ is not None and not name.startswith(tuple(prefixes_)):
+            continue
+        # Compared after the first word they share (sparkforge_, pytorch_), which would make any two alike.
+        head, _sep, rest = name.partition("_")
+        alike = dict((other[len(head) + 1:], other) for other in declared if other.startswith(head + "_"))
+        close = difflib.get_close_matches(rest, sorted(alike), n=1, cutoff=0.75)
+        hint = "did you mean %s?" % alike[close[0]] if close else "no argument spec lists it (docs/bad-inputs.md)"
+        errors.append({"variable": name, "value": show(given[name]),
+                       "message": "%s: unknown variable (set to %s): %s" % (name, show(given[name]), hint)})
+    return errors
+
+
+# Task keywords whose value names a variable the roles set themselves (register: x, loop_var: x), and
+# those whose keys do (set_fact: {x: ..}, vars: {x: ..}).
+SETS_NAME = ("register", "loop_var")
+SETS_KEYS = ("set_fact", "ansible.builtin.set_fact", "ansible.legacy.set_fact", "vars")
+
+
+def names_set(document, top_level=False):
+    """Every variable name a parsed YAML document of the collection defines: the top-level keys of a
+    defaults/vars file (``top_level``), and in task and play files what register, loop_var, set_fact and
+    vars name, at any depth (blocks, plays, include_role)."""
+    found = set()
+    if top_level and isinstance(document, dict):
+        found.update(str(k) for k in document)
+    stack = [document]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key in SETS_NAME and isinstance(value, str):
+                    found.add(value)
+                elif key in SETS_KEYS and isinstance(value, dict):
+                    found.update(str(k) for k in value if k != "cacheable")
+                if isinstance(value, (dict, list)):
+                    stack.append(value)
+        elif isinstance(node, list):
+            stack.extend(node)
+    return found
 
 
 def specs_from_argument_specs(documents):

@@ -17,6 +17,11 @@ description:
     group_vars, C(-e)) against their types, choices and the rules of C(module_utils/validate.py) - absolute
     paths, http(s)/file URLs, git remotes, versions, numbers in range, known components.
   - A list may be given as a list or as a comma-separated string (what C(-e name=a,b) gives); it is split.
+    A number or boolean given as a string (what C(-e name=8) gives) is converted; RV(values) holds the typed values.
+  - A path where something is created is absolute, has no C(.) or C(..), is not a system directory
+    (C(validate.SYSTEM_DIRS)) and is not inside the collection or its checkout (but the checkout's C(reports/)).
+  - A variable in O(unknown) (set with a project prefix, but neither declared nor set by any role) is refused
+    with the closest declared name.
   - Fails naming every bad variable and what it got; otherwise returns the values normalised.
   - The C(preflight) role runs it on the controller first, so a bad value stops the run with nothing changed.
   - Reads only its arguments; changes nothing.
@@ -31,6 +36,18 @@ options:
     description: Variable name to its argument spec (C(type), C(elements), C(choices)), as the roles' argument_specs give them.
     type: dict
     default: {}
+  unknown:
+    description:
+      - Variable name to value of the variables set with a project prefix that nothing declares or sets
+        (lookup C(sparkforge.stack.known_names)); each is refused, with the closest name of O(specs).
+    type: dict
+    default: {}
+  collection_dir:
+    description:
+      - The collection's directory; no path may point inside it, or inside the checkout it belongs to (except
+        the checkout's C(reports/)). Empty - not checked.
+    type: str
+    default: ""
 attributes:
   check_mode:
     description: Runs the same in check mode (it only reads its arguments).
@@ -66,7 +83,8 @@ errors:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.sparkforge.stack.plugins.module_utils.validate import check
+from ansible_collections.sparkforge.stack.plugins.module_utils.validate import EXTRA_SPECS, check, protected_dirs, \
+    unknown_names
 
 
 def main():
@@ -74,10 +92,16 @@ def main():
         argument_spec=dict(
             variables=dict(type="dict", required=True),
             specs=dict(type="dict", default={}),
+            unknown=dict(type="dict", default={}),
+            collection_dir=dict(type="str", default=""),
         ),
         supports_check_mode=True,
     )
-    values, errors = check(module.params["variables"], module.params["specs"])
+    values, errors = check(module.params["variables"], module.params["specs"],
+                           protected_dirs(module.params["collection_dir"]))
+    declared = set(module.params["specs"]) | set(EXTRA_SPECS)
+    # The task hands over only the prefixed names nothing declares or sets (the prefixes were applied there).
+    errors += unknown_names(module.params["unknown"], declared, prefixes_=None)
     if errors:
         module.fail_json(msg="%d variable(s) refused, nothing was changed: %s"
                          % (len(errors), " | ".join(e["message"] for e in errors)), errors=errors, values=values)

@@ -8,6 +8,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import functools
 import glob
 import json
 import os
@@ -34,42 +35,74 @@ SPECS = specs()
 
 
 def table():
+    """The variable rows of every class: (id, variable, value, message), <checkout> and <collection> filled in."""
     if not os.path.isfile(DOC):
         return []
     rows = []
     with open(DOC) as handle:
         for line in handle:
-            match = re.match(r"^\| `([^`]+)` \| `(.+)` \| (.+) \|$", line.rstrip("\n"))
+            match = re.match(r"^\| ([A-Z]\d\d) \| `([^`]+)` \| `(.+)` \| (.+) \|$", line.rstrip("\n"))
             if match:
-                rows.append((match.group(1), json.loads(match.group(2)), match.group(3).replace("\\|", "|")))
+                row_id, name, value, message = match.groups()
+                for mark, path in (("<checkout>", CHECKOUT), ("<collection>", COLLECTION)):
+                    value, message = value.replace(mark, path), message.replace(mark, path)
+                rows.append((row_id, name, json.loads(value), message.replace("\\|", "|")))
     return rows
 
 
+CHECKOUT = os.path.abspath(os.path.join(COLLECTION, "..", "..", "..", ".."))
 ROWS = table()
+PROTECTED = validate.protected_dirs(COLLECTION)
+ROLES = sorted(os.listdir(os.path.join(COLLECTION, "roles")))
+KNOWN = set(SPECS) | set(validate.EXTRA_SPECS)
+
+
+# The form rows (docs/bad-inputs.md, section F), each checked by the parametrized test below by its id.
+FORM_ROWS = (
+    "F01", "F02", "F03", "F04", "F05", "F06", "F07", "F08", "F09", "F10", "F11", "F12", "F13", "F14", "F15",
+    "F16", "F17", "F18", "F19", "F20", "F21", "F22", "F23", "F24", "F25", "F26", "F27", "F28", "F29", "F30",
+    "F31", "F32", "F33", "F34", "F35", "F36", "F37", "F38", "F39", "F40", "F41", "F42", "F43", "F44", "F45",
+    "F46", "F47", "F48", "F49", "F50", "F51", "F52", "F53", "F54", "F55", "F56",
+)
 
 
 @pytest.mark.skipif(not ROWS, reason="docs/bad-inputs.md is not beside this collection (installed copy)")
 def test_the_table_covers_every_family():
     assert len(ROWS) >= 40
+    ids = [row[0] for row in ROWS]
+    assert len(ids) == len(set(ids)), "a row id is used twice"
+    assert list(FORM_ROWS) == [i for i in ids if i.startswith("F")]
     kinds = set()
-    for name, value, message in ROWS:
+    for row_id, name, value, message in ROWS:
         spec = SPECS.get(name) or validate.EXTRA_SPECS.get(name) or {}
         kinds.add(spec.get("type", "str"))
         kinds.add(validate.RULES.get(name, {}).get("kind"))
     for family in ("path", "list", "dict", "bool", "int", "float", "url", "git", "release", "version", "sha256",
-                   "arch_list", "jobs", "serial"):
+                   "arch_list", "jobs", "serial", "generation", "cidr"):
         assert family in kinds, family
 
 
-@pytest.mark.parametrize("name,value,message", ROWS, ids=["%s=%s" % (r[0], json.dumps(r[1])[:30]) for r in ROWS])
-def test_each_bad_input_is_refused_naming_the_variable(name, value, message):
-    values, errors = validate.check({name: value}, SPECS)
+@pytest.mark.parametrize("row_id,name,value,message", [r for r in ROWS if not r[0].startswith("N")],
+                         ids=[r[0] for r in ROWS if not r[0].startswith("N")])
+def test_each_bad_input_is_refused_naming_the_variable(row_id, name, value, message):
+    values, errors = validate.check({name: value}, SPECS, PROTECTED)
     assert [e["message"] for e in errors] == [message]
     assert errors[0]["variable"] == name and name not in values
 
 
+@pytest.mark.parametrize("row_id,name,value,message", [r for r in ROWS if r[0].startswith("N")],
+                         ids=[r[0] for r in ROWS if r[0].startswith("N")])
+def test_each_misspelt_name_is_refused_with_the_closest_name(row_id, name, value, message):
+    assert name not in KNOWN and name not in known_names()["names"]
+    assert name.startswith(tuple(validate.prefixes(ROLES)))
+    errors = validate.unknown_names({name: value}, KNOWN, validate.prefixes(ROLES))
+    assert [e["message"] for e in errors] == [message]
+
+
 def test_every_variable_named_is_declared_somewhere():
-    for name, value, message in ROWS:
+    for row_id, name, value, message in ROWS:
+        if row_id.startswith("N"):
+            continue
         assert name in SPECS or name in validate.EXTRA_SPECS, name
     for name in validate.RULES:
         assert name in SPECS or name in validate.EXTRA_SPECS, name
@@ -132,3 +165,70 @@ def test_no_component_name_is_inside_another():
     test, right only because no component's name contains another's."""
     for a in validate.COMPONENTS:
         assert [b for b in validate.COMPONENTS if a != b and a in b] == []
+
+
+@functools.lru_cache(maxsize=None)
+def known_names():
+    from ansible_collections.sparkforge.stack.plugins.lookup.known_names import known_names as scan
+    return scan(os.path.join(COLLECTION, "roles"))
+
+
+# Words with a project prefix in the roles' and playbooks' YAML that are not variables: module and role
+# names, module parameters, YAML anchors, group names, file names, keys of the manifest's data.
+NOT_VARIABLES = {"cluster_fabric", "cluster_ssh", "fleet_install_wheel_args", "llvm_commit", "llvm_projects",
+                 "llvm_repo", "llvm_targets", "ml_packages_logs", "offline_bundle_info", "offline_bundle_make",
+                 "pytorch_wheel_build", "xhost_collectives", "sparkforge_class_builders", "sparkforge_class_members",
+                 "sparkforge_rollback", "sparkforge_rollback_none", "sparkforge_runtime", "sparkforge_runtime_hook",
+                 "triton_build_args", "triton_llvm_build", "verify_state"}
+
+
+def test_every_prefixed_name_the_collection_reads_is_known():
+    """A variable the roles read but nothing declares or sets would be refused as a misspelling: every word
+    with a project prefix in the roles and playbooks is a known name (or listed above as no variable)."""
+    known = known_names()
+    pattern = re.compile(r"(?<![\w.])(?:%s)\w+" % "|".join(known["prefixes"]))
+    found = set()
+    paths = glob.glob(os.path.join(COLLECTION, "roles", "**", "*.yml"), recursive=True) \
+        + glob.glob(os.path.join(COLLECTION, "roles", "**", "*.j2"), recursive=True) \
+        + glob.glob(os.path.join(COLLECTION, "playbooks", "*.yml"))
+    for path in paths:
+        with open(path) as handle:
+            found.update(pattern.findall(handle.read()))
+    assert sorted(found - set(known["names"]) - NOT_VARIABLES) == []
+    # What the roles set themselves is known: a register, a set_fact, a loop_var, a role default.
+    for name in ("preflight_result", "sparkforge_plan", "fleet_rollback_target", "pytorch_installed",
+                 "fleet_rollback_to", "sparkforge_bundle_env", "cluster_group"):
+        assert name in known["names"], name
+    assert {"sparkforge_", "pytorch_", "cuda_libs_", "xhost_", "cluster_"} <= set(known["prefixes"])
+
+
+def test_every_number_has_a_range():
+    for name, spec in sorted(dict(SPECS, **validate.EXTRA_SPECS).items()):
+        rule = validate.RULES.get(name, {})
+        if spec.get("type") in ("int", "float") or rule.get("kind") == "jobs":
+            assert rule.get("min") is not None and rule.get("max") is not None, name
+
+
+def test_good_paths_and_numbers_pass_typed():
+    values, errors = validate.check({
+        "sparkforge_venv": "/opt/sparkforge/venv", "pytorch_build_dir": "/srv/build", "sparkforge_prefix": "/opt/x/",
+        "verify_controller_dir": os.path.join(CHECKOUT, "reports"), "cluster_fabric_root": "/",
+        "cluster_fabric_sysfs_root": "/sys", "preflight_min_ram_gib": "1", "preflight_min_disk_gib_source_build": "1",
+        "triton_jobs": 8, "pytorch_jobs": "1024", "sparkforge_rollback_to": "2", "fleet_rollback_to": 3,
+        "cluster_fabric_subnet": "192.168.100.0/24", "xhost_min_link_fraction": "0.5",
+    }, SPECS, PROTECTED)
+    assert errors == []
+    assert values["preflight_min_ram_gib"] == 1 and values["preflight_min_disk_gib_source_build"] == 1
+    assert values["xhost_min_link_fraction"] == 0.5
+
+
+def test_names_set_reads_what_roles_set():
+    doc = [{"name": "t", "ansible.builtin.set_fact": {"a_one": 1, "cacheable": True}, "register": "a_two"},
+           {"block": [{"vars": {"a_three": 1}, "loop_control": {"loop_var": "a_four"}}]}]
+    assert validate.names_set(doc) == {"a_one", "a_two", "a_three", "a_four"}
+    assert validate.names_set({"a_five": 1}, top_level=True) == {"a_five"}
+
+
+def test_protected_dirs_are_the_collection_and_its_checkout():
+    assert PROTECTED == [(os.path.normpath(COLLECTION), ()), (CHECKOUT, ("reports", ".sparkforge-cluster-keys"))]
+    assert validate.protected_dirs("/elsewhere/stack") == [("/elsewhere/stack", ())]
