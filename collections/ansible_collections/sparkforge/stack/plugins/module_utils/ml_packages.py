@@ -29,6 +29,8 @@ import hashlib
 import os
 import re
 
+from ansible_collections.sparkforge.stack.plugins.module_utils import heavy_build
+
 METHODS = ("wheel", "index", "source", "skip")
 WHEN_KEYS = ("arch", "platform_class", "cuda_major")
 ALL_MARKER = "*"
@@ -218,8 +220,19 @@ def resolve(matrix, profiles, pins, platform, profile=None, packages=None, allow
             },
             "caveats": caveats,
             "skip_reason": skip_reason,
+            # Heavy packages (CUDA kernels): how their source build gets the arch list (heavy_build.py).
+            "gpu_build": _gpu_build(key, entry.get("gpu_build")),
         })
     return plan
+
+
+def _gpu_build(key, gpu_build):
+    if gpu_build is None:
+        return None
+    try:
+        return heavy_build.validate_gpu_build(key, gpu_build)
+    except heavy_build.HeavyBuildError as exc:
+        raise MatrixError(str(exc))
 
 
 def possible_prereqs(plan):
