@@ -353,7 +353,9 @@ def heavy_install(pip, item, row, work, env):
         except heavy_build.HeavyBuildError as exc:
             row["reason"] = str(exc)
             return False, False
-    rc, text = pip.build("wheel", ["--no-deps"] + isolation + ["-w", wheel_dir, target], env, canon)
+    # --no-cache-dir: a wheel the audit may refuse must not land in pip's wheel cache, where a later
+    # pip install would pick it up unaudited.
+    rc, text = pip.build("wheel", ["--no-deps", "--no-cache-dir"] + isolation + ["-w", wheel_dir, target], env, canon)
     row["build_s"] = round(time.time() - started, 1)
     wheels = sorted(f for f in os.listdir(wheel_dir) if f.endswith(".whl"))
     if rc != 0 or len(wheels) != 1:
