@@ -279,6 +279,11 @@ def test_gpu_source_build_is_fixed_audited_and_installed(tmp_path, index):
     assert [(lib["sass"], lib["ptx"], lib["verdicts"]) for lib in libs] == [(["sm_90"], [], {"9.0": "native"})]
     assert libs[0]["path"].startswith("sparkforge_cudaext/_kernels")
     assert "sparkforge-cudaext" in _pip_list(py)
+    # A rerun builds nothing, and the host report keeps the audit (from the venv's provenance record).
+    again, rc = run_module("ml_packages", _cudaext_args(venv, index, cuda_arch_list="9.0", audit_targets=["9.0"]))
+    assert rc == 0 and again["changed"] is False and _rows(again)["sparkforge-cudaext"]["status"] == "present"
+    assert again["report"]["packages"] == result["report"]["packages"]
+    assert again["report"]["packages"][0]["audit"]["libraries"][0]["verdicts"] == {"9.0": "native"}
 
 
 @pytest.mark.skipif(not os.access(NVCC, os.X_OK), reason="CUDA's nvcc is not installed at " + NVCC)

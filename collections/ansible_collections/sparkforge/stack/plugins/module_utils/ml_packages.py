@@ -447,7 +447,7 @@ TABLE_COLUMNS = ("name", "status", "version", "method", "method_used", "fallback
 
 PROVENANCE_FILE = "sparkforge-ml-packages.json"
 REPORT_FIELDS = ("name", "state", "version", "method", "method_used", "fallback_taken", "optional",
-                 "experimental", "reason", "caveats")
+                 "experimental", "reason", "caveats", "audit")
 
 
 def report_rows(rows):
@@ -471,6 +471,8 @@ def apply_provenance(row, provenance):
         row["method_used"] = known.get("method_used")
         row["fallback_taken"] = bool(known.get("fallback_taken"))
         row["reason"] = known.get("reason") or ""
+        # A GPU build's arch audit stays in the report of every later run (from the provenance record).
+        row["audit"] = known.get("audit")
     else:
         row["method_used"] = "already installed"
     return row
@@ -482,6 +484,7 @@ def record_provenance(provenance, row):
         "method_used": row.get("method_used"),
         "fallback_taken": bool(row.get("fallback_taken")),
         "reason": row.get("reason") or "",
+        "audit": row.get("audit"),
     }
     return provenance
 

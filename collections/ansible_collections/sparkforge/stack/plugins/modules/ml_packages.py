@@ -221,7 +221,7 @@ report:
     packages:
       description:
         - One row per package with name, state, version, method, method_used, fallback_taken, optional,
-          experimental, reason, caveats.
+          experimental, reason, caveats, audit (the arch audit of a GPU source build, kept on later runs; else null).
       type: list
     table:
       description: The rows as a plain-text table.
