@@ -310,3 +310,18 @@ def test_gpu_build_bad_arch_list_or_no_target_fails_before_anything(tmp_path, in
     result, rc = run_module("ml_packages", _cudaext_args(venv, index, cuda_arch_list="9.0"))
     assert rc != 0 and "audit_targets is empty" in result["msg"], result
     assert _pip_list(py) == before
+
+
+def test_gpu_build_check_mode_shows_the_build_and_fails_like_the_real_run(tmp_path, index):
+    venv = str(tmp_path / "venv")
+    py = _gpu_venv(venv, index)
+    before = _pip_list(py)
+    result, rc = run_module("ml_packages", _cudaext_args(venv, index, cuda_arch_list="12.1", audit_targets=["12.1"]),
+                            check_mode=True)
+    row = _rows(result)["sparkforge-cudaext"]
+    assert rc == 0 and row["status"] == "would_install", result
+    assert row["build_env"]["TORCH_CUDA_ARCH_LIST"] == "12.1" and row["build_env"]["SPARKFORGE_CUDAEXT_FORCE_BUILD"] == "TRUE"
+    result, rc = run_module("ml_packages", _cudaext_args(venv, index, cuda_arch_list="12.1", audit_targets=["sm90x"]),
+                            check_mode=True)
+    assert rc != 0 and "audit_targets: 'sm90x' is not a compute capability" in result["msg"], result
+    assert _pip_list(py) == before
