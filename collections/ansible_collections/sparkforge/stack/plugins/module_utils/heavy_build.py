@@ -272,3 +272,56 @@ def audit_wheel(path, targets, package):
         return {"ok": False, "libraries": libs, "message": "%s: refused by the arch audit of %s: %s" % (
             package, name, "; ".join(bad))}
     return {"ok": True, "libraries": libs, "message": "; ".join(jit)}
+
+
+# ---- the whole venv -------------------------------------------------------------------
+
+def record_owners(site_dir):
+    """{path relative to site-packages: distribution name} from every *.dist-info/RECORD."""
+    owners = {}
+    for entry in sorted(os.listdir(site_dir)):
+        record = os.path.join(site_dir, entry, "RECORD")
+        if not entry.endswith(".dist-info") or not os.path.isfile(record):
+            continue
+        name = entry[:-len(".dist-info")].rsplit("-", 1)[0]
+        with open(record) as handle:
+            for line in handle:
+                path = line.rsplit(",", 2)[0].strip()
+                if path:
+                    owners[os.path.normpath(path)] = name
+    return owners
+
+
+def venv_audit(site_dir, target):
+    """Audit every shared object with GPU code under ``site_dir`` for ``target``, per distribution.
+
+    A distribution carries code for the GPU when at least one of its libraries does (a package may
+    ship one library per CUDA release and load the one that fits, as bitsandbytes does); its weaker
+    libraries are listed.  Returns {target, verdict, packages: {name: {verdict, libraries}}, failures,
+    notes}: a failure per distribution with nothing that runs, a note per distribution that runs
+    only through the driver's PTX JIT.  Kernel counts are skipped (verdicts by cubin count): the
+    venv may hold gigabytes of libraries.
+    """
+    result = fatbin.audit(site_dir, target=target, kernels=False)
+    owners = record_owners(site_dir)
+    packages = {}
+    for lib in result["libraries"]:
+        rel = os.path.normpath(lib["path"])
+        owner = owners.get(rel) or "(no RECORD: %s)" % rel.split(os.sep)[0]
+        slot = packages.setdefault(owner, {"libraries": []})
+        slot["libraries"].append({"path": rel, "verdict": lib["verdict"], "sass": lib["sass"], "ptx": lib["ptx"]})
+    failures = []
+    notes = []
+    for name in sorted(packages):
+        slot = packages[name]
+        best = min((lib["verdict"] for lib in slot["libraries"]), key=fatbin.VERDICTS.index)
+        slot["verdict"] = best
+        if best == "unsupported":
+            failures.append("%s has no code for compute capability %s: %s" % (name, result["target"], "; ".join(
+                "%s (SASS %s, PTX %s)" % (lib["path"], ",".join(lib["sass"]) or "none", ",".join(lib["ptx"]) or "none")
+                for lib in slot["libraries"])))
+        elif best == "jit":
+            notes.append("%s runs on %s only through the driver's PTX JIT" % (name, result["target"]))
+    return {"target": result["target"], "verdict": fatbin.weakest(s["verdict"] for s in packages.values()),
+            "packages": packages, "failures": failures, "notes": notes, "scanned": result["scanned"],
+            "errors": result["errors"]}

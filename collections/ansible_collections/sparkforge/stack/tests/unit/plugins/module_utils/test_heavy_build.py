@@ -199,3 +199,39 @@ def test_audit_wheel_without_gpu_code_is_refused(tmp_path):
         in result["message"]
     with pytest.raises(hb.HeavyBuildError, match="no compute capability to audit"):
         hb.audit_wheel(_wheel(tmp_path, "pkg", None), [], "pkg")
+
+
+def _so(tmp_path, dest, gencodes):
+    src = tmp_path / "v.cu"
+    src.write_text("__global__ void k(float *a) { a[threadIdx.x] += 1.0f; }\n")
+    os.makedirs(os.path.dirname(dest), exist_ok=True)
+    subprocess.run([NVCC, "-shared", "-Xcompiler", "-fPIC", "-o", dest, str(src)] + gencodes, check=True)
+
+
+@needs_nvcc
+def test_venv_audit_per_distribution(tmp_path):
+    """Each distribution passes when one of its libraries runs (bitsandbytes ships one per CUDA release)."""
+    site = tmp_path / "site-packages"
+    libs = {
+        "goodpkg/_k.so": (["-gencode", "arch=compute_90,code=sm_90"], "goodpkg"),
+        "multi/lib_cuda124.so": (["-gencode", "arch=compute_80,code=sm_80"], "multi"),
+        "multi/lib_cuda130.so": (["-gencode", "arch=compute_90,code=sm_90"], "multi"),
+        "oldpkg/_k.so": (["-gencode", "arch=compute_80,code=sm_80"], "oldpkg"),
+        "ptxpkg/_k.so": (["-gencode", "arch=compute_80,code=compute_80"], "ptxpkg"),
+        "loose/_k.so": (["-gencode", "arch=compute_90,code=sm_90"], None),
+    }
+    for rel, (gencodes, _dist) in libs.items():
+        _so(tmp_path, str(site / rel), gencodes)
+    for dist in ("goodpkg", "multi", "oldpkg", "ptxpkg"):
+        info = site / ("%s-1.0.dist-info" % dist)
+        info.mkdir()
+        info.joinpath("RECORD").write_text("".join("%s,sha256=x,1\n" % rel for rel, (_g, d) in libs.items() if d == dist))
+    result = hb.venv_audit(str(site), "9.0")
+    verdicts = dict((name, slot["verdict"]) for name, slot in result["packages"].items())
+    assert verdicts == {"goodpkg": "native", "multi": "native", "oldpkg": "unsupported", "ptxpkg": "jit",
+                        "(no RECORD: loose)": "native"}
+    assert [lib["verdict"] for lib in result["packages"]["multi"]["libraries"]] == ["unsupported", "native"]
+    assert result["failures"] == [
+        "oldpkg has no code for compute capability 9.0: oldpkg/_k.so (SASS sm_80, PTX none)"]
+    assert result["notes"] == ["ptxpkg runs on 9.0 only through the driver's PTX JIT"]
+    assert result["verdict"] == "unsupported"
