@@ -292,12 +292,18 @@ def record_owners(site_dir):
     return owners
 
 
-def venv_audit(site_dir, target):
+def _canonical(name):
+    return re.sub(r"[-_.]+", "-", str(name)).lower()
+
+
+def venv_audit(site_dir, target, exempt=None):
     """Audit every shared object with GPU code under ``site_dir`` for ``target``, per distribution.
 
     A distribution carries code for the GPU when at least one of its libraries does (a package may
     ship one library per CUDA release and load the one that fits, as bitsandbytes does); its weaker
-    libraries are listed.  Returns {target, verdict, packages: {name: {verdict, libraries}}, failures,
+    libraries are listed.  ``exempt`` ({distribution: reason}) names distributions whose device code is
+    not (all) in fat binaries this audit reads: they are reported with the reason, never failed.
+    Returns {target, verdict, packages: {name: {verdict, libraries}}, failures,
     notes}: a failure per distribution with nothing that runs, a note per distribution that runs
     only through the driver's PTX JIT.  Kernel counts are skipped (verdicts by cubin count): the
     venv may hold gigabytes of libraries.
@@ -312,11 +318,16 @@ def venv_audit(site_dir, target):
         slot["libraries"].append({"path": rel, "verdict": lib["verdict"], "sass": lib["sass"], "ptx": lib["ptx"]})
     failures = []
     notes = []
+    exempt = dict((_canonical(k), v) for k, v in (exempt or {}).items())
     for name in sorted(packages):
         slot = packages[name]
         best = min((lib["verdict"] for lib in slot["libraries"]), key=fatbin.VERDICTS.index)
         slot["verdict"] = best
-        if best == "unsupported":
+        reason = exempt.get(_canonical(name))
+        if reason and best in ("unsupported", "jit"):
+            slot["exempt"] = reason
+            notes.append("%s is %s on %s by its fat binaries, exempt: %s" % (name, best, result["target"], reason))
+        elif best == "unsupported":
             failures.append("%s has no code for compute capability %s: %s" % (name, result["target"], "; ".join(
                 "%s (SASS %s, PTX %s)" % (lib["path"], ",".join(lib["sass"]) or "none", ",".join(lib["ptx"]) or "none")
                 for lib in slot["libraries"])))

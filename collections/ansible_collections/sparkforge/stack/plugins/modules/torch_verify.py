@@ -100,6 +100,12 @@ options:
         runs on the device fails the host; one that runs only through the driver's PTX JIT is noted.
     type: bool
     default: true
+  venv_audit_exempt:
+    description:
+      - Distributions whose device code is not (all) in the fat binaries the audit reads, with the reason
+        (the manifest's C(sparkforge_venv_audit_exempt)); they are reported with it and never fail the host.
+    type: dict
+    default: {}
   platforms:
     description:
       - Peak figures per platform, as in the manifest's C(sparkforge_gpu_platforms) (a C(match) regex on the
@@ -333,6 +339,7 @@ def main():
             gemm_size=dict(type="int", default=8192),
             audit=dict(type="bool", default=True),
             venv_audit=dict(type="bool", default=True),
+            venv_audit_exempt=dict(type="dict", default={}),
             platforms=dict(type="dict", default={}),
             env=dict(type="dict", default={}),
             timeout=dict(type="int", default=900),
@@ -397,7 +404,7 @@ def main():
         site_dir = os.path.dirname(os.path.dirname(raw["torch_lib_dir"]))
         started = time.time()
         try:
-            venv_result = heavy_build.venv_audit(site_dir, raw["device"]["capability"])
+            venv_result = heavy_build.venv_audit(site_dir, raw["device"]["capability"], params["venv_audit_exempt"])
         except (fatbin.FatbinError, OSError) as exc:
             venv_result = {"verdict": None, "error": str(exc), "packages": {}, "failures": [],
                            "target": raw["device"]["capability"]}

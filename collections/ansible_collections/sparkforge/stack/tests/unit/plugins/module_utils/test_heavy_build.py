@@ -235,3 +235,11 @@ def test_venv_audit_per_distribution(tmp_path):
         "oldpkg has no code for compute capability 9.0: oldpkg/_k.so (SASS sm_80, PTX none)"]
     assert result["notes"] == ["ptxpkg runs on 9.0 only through the driver's PTX JIT"]
     assert result["verdict"] == "unsupported"
+    exempted = hb.venv_audit(str(site), "9.0", exempt={"OldPkg": "kernels outside fat binaries"})
+    assert exempted["failures"] == [] and exempted["packages"]["oldpkg"]["exempt"] == "kernels outside fat binaries"
+    assert "oldpkg is unsupported on 9.0 by its fat binaries, exempt: kernels outside fat binaries" in exempted["notes"]
+
+
+def test_manifest_exempts_only_with_a_reason():
+    exempt = load_manifest()["sparkforge_venv_audit_exempt"]
+    assert exempt and all(isinstance(v, str) and "measured" in v for v in exempt.values())
