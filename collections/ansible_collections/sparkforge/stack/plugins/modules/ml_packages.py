@@ -340,7 +340,7 @@ def heavy_install(pip, item, row, work, env):
             return False, False
         target = item["source"]["spec"]
     else:
-        rc, text = pip.build("download", ["--no-deps", "--no-binary", ":all:"] + isolation
+        rc, text = pip.build("download", ["--no-deps", "--no-binary", canon] + isolation
                              + ["-d", sdist_dir, item["requirement"]], env, canon)
         archives = sorted(os.listdir(sdist_dir))
         if rc != 0 or len(archives) != 1:
