@@ -227,3 +227,101 @@ def test_unknown_package_and_missing_venv_fail_clearly(tmp_path, index):
     assert rc != 0 and "unknown package(s) tensorflow" in result["msg"]
     result, rc = run_module("ml_packages", _args(venv, index, [], profile="nope"))
     assert rc != 0 and "unknown profile 'nope'" in result["msg"]
+
+
+NVCC = os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "bin", "nvcc")
+
+# The fixture's interface in the manifest's gpu_build form: force-build flag, TORCH_CUDA_ARCH_LIST,
+# and the fix that removes its hard-coded -gencode pairs (2 in the fixture, 9 in causal-conv1d 1.7.0).
+CUDAEXT = {
+    "optional": True, "needs_torch": False, "methods": [{"method": "source"}],
+    "source": {"build_isolation": False, "env": {"CUDA_HOME": os.path.dirname(os.path.dirname(NVCC))}},
+    "gpu_build": {
+        "arch_env": [{"name": "TORCH_CUDA_ARCH_LIST", "form": "torch"}],
+        "force_build": {"SPARKFORGE_CUDAEXT_FORCE_BUILD": "TRUE"},
+        "jobs_env": "MAX_JOBS", "threads_env": None, "nvcc_threads": 4, "job_memory_gib": 4,
+        "fixes": [{"file": "setup.py",
+                   "pattern": r'cc_flag\.append\("-gencode"\)\n\s*cc_flag\.append\("arch=compute_\d+,code=sm_\d+"\)',
+                   "replace": "pass", "count": 2, "why": "hard-coded -gencode pairs"}],
+        "checked": ["tests/fixtures/ml_packages/cudaext/setup.py"],
+    },
+}
+
+
+def _gpu_venv(path, index):
+    """A venv with the marker torch and a setuptools with bdist_wheel (>= 70.1): the build runs without isolation."""
+    py = _venv(path, index["custom_torch"])
+    subprocess.run([py, "-m", "pip", "install", "-q", "--index-url", index["url"], "-U", "setuptools"], check=True,
+                   env=_clean_pip_env())
+    return py
+
+
+def _cudaext_args(venv, index, **extra):
+    args = _args(venv, index, ["sparkforge-cudaext"], matrix={"sparkforge-cudaext": CUDAEXT}, pins={},
+                 build_cpus=2, build_memory_gib=8.0)
+    args.update(extra)
+    return args
+
+
+@pytest.mark.skipif(not os.access(NVCC, os.X_OK), reason="CUDA's nvcc is not installed at " + NVCC)
+def test_gpu_source_build_is_fixed_audited_and_installed(tmp_path, index):
+    """The plan's arch list reaches the build (after the fix), the wheel is audited for the host, installed."""
+    venv = str(tmp_path / "venv")
+    py = _gpu_venv(venv, index)
+    result, rc = run_module("ml_packages", _cudaext_args(venv, index, cuda_arch_list="9.0", audit_targets=["9.0"]))
+    assert rc == 0, result
+    row = _rows(result)["sparkforge-cudaext"]
+    assert row["status"] == "installed", row["reason"]
+    assert row["build_env"] == {"TORCH_CUDA_ARCH_LIST": "9.0", "SPARKFORGE_CUDAEXT_FORCE_BUILD": "TRUE",
+                                "MAX_JOBS": "1"}
+    assert row["fixes"] == [{"file": "setup.py", "replaced": 2, "why": "hard-coded -gencode pairs"}]
+    libs = row["audit"]["libraries"]
+    assert [(lib["sass"], lib["ptx"], lib["verdicts"]) for lib in libs] == [(["sm_90"], [], {"9.0": "native"})]
+    assert libs[0]["path"].startswith("sparkforge_cudaext/_kernels")
+    assert "sparkforge-cudaext" in _pip_list(py)
+    # A rerun builds nothing, and the host report keeps the audit (from the venv's provenance record).
+    again, rc = run_module("ml_packages", _cudaext_args(venv, index, cuda_arch_list="9.0", audit_targets=["9.0"]))
+    assert rc == 0 and again["changed"] is False and _rows(again)["sparkforge-cudaext"]["status"] == "present"
+    assert again["report"]["packages"] == result["report"]["packages"]
+    assert again["report"]["packages"][0]["audit"]["libraries"][0]["verdicts"] == {"9.0": "native"}
+
+
+@pytest.mark.skipif(not os.access(NVCC, os.X_OK), reason="CUDA's nvcc is not installed at " + NVCC)
+def test_gpu_wheel_without_code_for_the_host_is_refused_and_not_installed(tmp_path, index):
+    venv = str(tmp_path / "venv")
+    py = _gpu_venv(venv, index)
+    before = _pip_list(py)
+    result, rc = run_module("ml_packages", _cudaext_args(venv, index, cuda_arch_list="8.0", audit_targets=["9.0"]))
+    row = _rows(result)["sparkforge-cudaext"]
+    assert rc == 0 and row["status"] == "failed" and result["failed_packages"] == ["sparkforge-cudaext"], result
+    assert "refused by the arch audit" in row["reason"] and "holds SASS sm_80, PTX none: nothing runs on 9.0" \
+        in row["reason"] and "not installed" in row["reason"]
+    assert _pip_list(py) == before
+
+
+def test_gpu_build_bad_arch_list_or_no_target_fails_before_anything(tmp_path, index):
+    venv = str(tmp_path / "venv")
+    py = _venv(venv, index["custom_torch"])
+    before = _pip_list(py)
+    result, rc = run_module("ml_packages", _cudaext_args(venv, index, cuda_arch_list="9.0;sm90", audit_targets=["9.0"]))
+    assert rc != 0 and "cuda_arch_list='9.0;sm90': 'sm90' is not an architecture" in result["msg"], result
+    result, rc = run_module("ml_packages", _cudaext_args(venv, index, cuda_arch_list="", audit_targets=["9.0"]))
+    assert rc != 0 and "cuda_arch_list is empty" in result["msg"], result
+    result, rc = run_module("ml_packages", _cudaext_args(venv, index, cuda_arch_list="9.0"))
+    assert rc != 0 and "audit_targets is empty" in result["msg"], result
+    assert _pip_list(py) == before
+
+
+def test_gpu_build_check_mode_shows_the_build_and_fails_like_the_real_run(tmp_path, index):
+    venv = str(tmp_path / "venv")
+    py = _gpu_venv(venv, index)
+    before = _pip_list(py)
+    result, rc = run_module("ml_packages", _cudaext_args(venv, index, cuda_arch_list="12.1", audit_targets=["12.1"]),
+                            check_mode=True)
+    row = _rows(result)["sparkforge-cudaext"]
+    assert rc == 0 and row["status"] == "would_install", result
+    assert row["build_env"]["TORCH_CUDA_ARCH_LIST"] == "12.1" and row["build_env"]["SPARKFORGE_CUDAEXT_FORCE_BUILD"] == "TRUE"
+    result, rc = run_module("ml_packages", _cudaext_args(venv, index, cuda_arch_list="12.1", audit_targets=["sm90x"]),
+                            check_mode=True)
+    assert rc != 0 and "audit_targets: 'sm90x' is not a compute capability" in result["msg"], result
+    assert _pip_list(py) == before

@@ -29,6 +29,8 @@ import hashlib
 import os
 import re
 
+from ansible_collections.sparkforge.stack.plugins.module_utils import heavy_build
+
 METHODS = ("wheel", "index", "source", "skip")
 WHEN_KEYS = ("arch", "platform_class", "cuda_major")
 ALL_MARKER = "*"
@@ -218,8 +220,19 @@ def resolve(matrix, profiles, pins, platform, profile=None, packages=None, allow
             },
             "caveats": caveats,
             "skip_reason": skip_reason,
+            # Heavy packages (CUDA kernels): how their source build gets the arch list (heavy_build.py).
+            "gpu_build": _gpu_build(key, entry.get("gpu_build")),
         })
     return plan
+
+
+def _gpu_build(key, gpu_build):
+    if gpu_build is None:
+        return None
+    try:
+        return heavy_build.validate_gpu_build(key, gpu_build)
+    except heavy_build.HeavyBuildError as exc:
+        raise MatrixError(str(exc))
 
 
 def possible_prereqs(plan):
@@ -434,7 +447,7 @@ TABLE_COLUMNS = ("name", "status", "version", "method", "method_used", "fallback
 
 PROVENANCE_FILE = "sparkforge-ml-packages.json"
 REPORT_FIELDS = ("name", "state", "version", "method", "method_used", "fallback_taken", "optional",
-                 "experimental", "reason", "caveats")
+                 "experimental", "reason", "caveats", "audit")
 
 
 def report_rows(rows):
@@ -458,6 +471,8 @@ def apply_provenance(row, provenance):
         row["method_used"] = known.get("method_used")
         row["fallback_taken"] = bool(known.get("fallback_taken"))
         row["reason"] = known.get("reason") or ""
+        # A GPU build's arch audit stays in the report of every later run (from the provenance record).
+        row["audit"] = known.get("audit")
     else:
         row["method_used"] = "already installed"
     return row
@@ -469,6 +484,7 @@ def record_provenance(provenance, row):
         "method_used": row.get("method_used"),
         "fallback_taken": bool(row.get("fallback_taken")),
         "reason": row.get("reason") or "",
+        "audit": row.get("audit"),
     }
     return provenance
 

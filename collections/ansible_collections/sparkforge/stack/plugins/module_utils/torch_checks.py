@@ -262,6 +262,11 @@ def render_markdown(report):
     if audit:
         lines.append("| audit of torch/lib for %s | %s (%d libraries with GPU code) |" % (
             audit.get("target"), audit.get("verdict"), len(audit.get("libraries", []))))
+    venv = report.get("venv_audit")
+    if venv:
+        lines.append("| audit of the venv for %s | %s (%d distributions with GPU code, %s s)%s |" % (
+            venv.get("target"), venv.get("verdict"), len(venv.get("packages") or {}), venv.get("seconds"),
+            "".join("; " + item for item in (venv.get("failures") or []) + (venv.get("notes") or []))))
     lines += ["", "## Functional checks", "", "| check | status | rel. error | tolerance | reference | detail |",
               "|---|---|---|---|---|---|"]
     for check in report.get("checks", []):

@@ -100,6 +100,29 @@ options:
   log_dir:
     description: Directory for one pip log per package (created; not in check mode, which writes nothing). Without it, failures carry the log tail only.
     type: path
+  cuda_arch_list:
+    description:
+      - The plan's arch list (TORCH_CUDA_ARCH_LIST form, e.g. C(9.0) or C(12.1)) for the packages whose matrix
+        entry has C(gpu_build). Each such build gets it in every form its setup.py reads (see the manifest),
+        its force-build flags and a job count sized to the host's memory.
+      - Required (non-empty) when the plan holds such a source build.
+    type: str
+    default: ""
+  audit_targets:
+    description:
+      - Compute capabilities (C(12.1), C(9.0)) every shared object of a built GPU wheel is audited against
+        before it is installed. A wheel with no SASS of the same major and a lower or equal minor, and no
+        PTX the driver can compile, for one of them is refused and never installed.
+      - Required when the plan holds a GPU source build.
+    type: list
+    elements: str
+    default: []
+  build_cpus:
+    description: CPUs for GPU source builds (the job count's upper bound); default the machine's.
+    type: int
+  build_memory_gib:
+    description: Memory (GiB) GPU source builds may plan with; default MemAvailable of C(/proc/meminfo).
+    type: float
 """
 
 EXAMPLES = r"""
@@ -147,6 +170,15 @@ packages:
     reason: {description: Why it was skipped or failed., type: str}
     caveats: {description: Caveats from the matrix., type: list}
     log: {description: Path of its pip log (with O(log_dir))., type: str}
+    build_env: {description: "Arch list forms, force-build flags and job knobs of a GPU source build.", type: dict}
+    build_notes: {description: How the job count was sized., type: list}
+    fixes: {description: "Fixes applied to the sdist (file, replaced, why).", type: list}
+    build_s: {description: Seconds the GPU source build took (download + build)., type: float}
+    audit:
+      description:
+        - The arch audit of a built GPU wheel (wheel, targets, ok, note, libraries with sass, ptx and the verdict
+          per target); a refused wheel is never installed.
+      type: dict
 table:
   description: The rows as a plain-text table (for the host report).
   returned: always
@@ -189,7 +221,7 @@ report:
     packages:
       description:
         - One row per package with name, state, version, method, method_used, fallback_taken, optional,
-          experimental, reason, caveats.
+          experimental, reason, caveats, audit (the arch audit of a GPU source build, kept on later runs; else null).
       type: list
     table:
       description: The rows as a plain-text table.
@@ -211,6 +243,8 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.sparkforge.stack.plugins.module_utils import fatbin
+from ansible_collections.sparkforge.stack.plugins.module_utils import heavy_build
 from ansible_collections.sparkforge.stack.plugins.module_utils import ml_packages as mp
 from ansible_collections.sparkforge.stack.plugins.module_utils.build_common import atomic_write_text, makedirs
 
@@ -251,6 +285,11 @@ class Pip:
             self.module.fail_json(msg="pip inspect failed in the venv: %s" % (err or out).strip())
         return mp.installed_from_inspect(json.loads(out))
 
+    def build(self, command, extra, env, log_name):
+        """pip download / pip wheel with the same constraints and index arguments as install."""
+        args = [command, "--disable-pip-version-check", "--no-input", "--constraint", self.constraints_path]
+        return self.run(args + self.common_args + extra, env=env, log_name=log_name)
+
     def install(self, extra, env, dry_run, report_path, log_name):
         args = ["install", "--disable-pip-version-check", "--no-input", "--constraint", self.constraints_path]
         args += self.common_args
@@ -264,13 +303,84 @@ def probe(pip, item, method, work, base_env):
     report_path = os.path.join(work, "report-%s-%s.json" % (mp.canonical_name(item["name"]), method))
     if os.path.exists(report_path):
         os.unlink(report_path)
-    rc, text = pip.install(mp.install_args(item, method), mp.build_env(item, method, base_env), True, report_path,
+    rc, text = pip.install(mp.install_args(item, method), env_for(item, method, base_env), True, report_path,
                            mp.canonical_name(item["name"]))
     if rc != 0:
         kind, lines = mp.classify_failure(text, pip.protected)
         return False, [], kind, lines
     with open(report_path) as handle:
         return True, mp.report_install_items(json.load(handle)), None, []
+
+
+def env_for(item, method, base_env):
+    """The pip environment: the entry's source env, plus the arch list and job knobs of a GPU build."""
+    env = mp.build_env(item, method, base_env)
+    if method == "source" and item.get("gpu_env"):
+        env.update(item["gpu_env"])
+    return env
+
+
+def heavy_install(pip, item, row, work, env):
+    """Build a GPU package into a wheel (sdist fixed where needed), audit it, install only what passes.
+
+    Returns (ok, changed).  A refused wheel is never installed: it stays in the work directory,
+    which is removed at the end of the run.
+    """
+    canon = mp.canonical_name(item["name"])
+    base = os.path.join(work, "heavy-" + canon)
+    sdist_dir, wheel_dir, src_dir = (os.path.join(base, d) for d in ("sdist", "wheel", "src"))
+    for path in (sdist_dir, wheel_dir, src_dir):
+        makedirs(path)
+    isolation = [] if item["source"]["build_isolation"] else ["--no-build-isolation"]
+    gb = item["gpu_build"]
+    started = time.time()
+    if item["source"]["spec"]:
+        if gb.get("fixes"):
+            row["reason"] = "gpu_build.fixes need the sdist, but the entry builds from source.spec %s" % item["source"]["spec"]
+            return False, False
+        target = item["source"]["spec"]
+    else:
+        rc, text = pip.build("download", ["--no-deps", "--no-binary", canon] + isolation
+                             + ["-d", sdist_dir, item["requirement"]], env, canon)
+        archives = sorted(os.listdir(sdist_dir))
+        if rc != 0 or len(archives) != 1:
+            row["reason"] = "could not fetch the sdist of %s (pip download rc %d, files %s): %s" % (
+                item["requirement"], rc, archives, " / ".join(text.strip().splitlines()[-5:]))
+            return False, False
+        try:
+            target = heavy_build.unpack_sdist(os.path.join(sdist_dir, archives[0]), src_dir)
+            row["fixes"] = heavy_build.apply_fixes(target, gb.get("fixes"), item["name"])
+        except heavy_build.HeavyBuildError as exc:
+            row["reason"] = str(exc)
+            return False, False
+    # --no-cache-dir: a wheel the audit may refuse must not land in pip's wheel cache, where a later
+    # pip install would pick it up unaudited.
+    rc, text = pip.build("wheel", ["--no-deps", "--no-cache-dir"] + isolation + ["-w", wheel_dir, target], env, canon)
+    row["build_s"] = round(time.time() - started, 1)
+    wheels = sorted(f for f in os.listdir(wheel_dir) if f.endswith(".whl"))
+    if rc != 0 or len(wheels) != 1:
+        kind, lines = mp.classify_failure(text, pip.protected)
+        row["reason"] = "the source build failed (%s, %s wheel(s)): %s" % (kind, len(wheels), "\n".join(lines[-20:]))
+        return False, False
+    wheel = os.path.join(wheel_dir, wheels[0])
+    try:
+        audit = heavy_build.audit_wheel(wheel, item["audit_targets"], item["name"])
+    except heavy_build.HeavyBuildError as exc:
+        row["reason"] = str(exc)
+        return False, False
+    row["audit"] = {"wheel": wheels[0], "targets": item["audit_targets"], "libraries": audit["libraries"],
+                    "ok": audit["ok"], "note": audit["message"] if audit["ok"] else ""}
+    if not audit["ok"]:
+        row["reason"] = "%s; not installed" % audit["message"]
+        return False, False
+    rc, text = pip.install([wheel], env, False, None, canon)
+    if rc != 0:
+        kind, lines = mp.classify_failure(text, pip.protected)
+        row["reason"] = "pip install of the audited wheel failed (%s): %s" % (kind, "\n".join(lines[-20:]))
+        return False, True
+    if audit["message"]:
+        row["reason"] = audit["message"]
+    return True, True
 
 
 def plan_row(item, installed):
@@ -359,12 +469,30 @@ def handle_package(module, pip, item, installed, work, base_env, protected, prer
     if method == "source":
         prereqs.update(item["source"]["prereqs"])
     mine = [i for i in items if i["name"] == mp.canonical_name(item["name"])]
+    if method == "source" and item.get("gpu_env"):
+        row["build_env"] = item["gpu_env"]
+        row["build_notes"] = item["gpu_notes"]
     if module.check_mode:
         row["status"] = "would_install"
         row["version"] = mine[0]["version"] if mine else row["version"]
         return row, True
 
     started = time.time()
+    if method == "source" and item.get("gpu_env"):
+        ok, touched = heavy_install(pip, item, row, work, env_for(item, method, base_env))
+        row["duration_s"] = round(time.time() - started, 1)
+        if not ok:
+            row["status"] = "failed"
+            return row, touched
+        installed.clear()
+        installed.update(pip.inspect())
+        now = installed.get(mp.canonical_name(item["name"]))
+        row["version"] = now["version"] if now else None
+        row["status"] = "installed"
+        mp.record_provenance(pip.provenance, row)
+        atomic_write_text(pip.provenance_path, json.dumps(pip.provenance, indent=1, sort_keys=True) + "\n")
+        return row, True
+
     rc, text = pip.install(mp.install_args(item, method), mp.build_env(item, method, base_env), False, None,
                            mp.canonical_name(item["name"]))
     row["duration_s"] = round(time.time() - started, 1)
@@ -381,6 +509,35 @@ def handle_package(module, pip, item, installed, work, base_env, protected, prer
     mp.record_provenance(pip.provenance, row)
     atomic_write_text(pip.provenance_path, json.dumps(pip.provenance, indent=1, sort_keys=True) + "\n")
     return row, True
+
+
+def gpu_plan(module, plan):
+    """Give every planned GPU source build its environment and audit targets; refuse bad input first."""
+    p = module.params
+    heavy = [item for item in plan if item.get("gpu_build") and item["method"] == "source"]
+    if not heavy:
+        return
+    for target in p["audit_targets"]:
+        try:
+            fatbin.parse_capability(target)
+        except fatbin.FatbinError:
+            module.fail_json(msg="audit_targets: %r is not a compute capability (give one like 12.1 or 9.0)" % target)
+    if not p["audit_targets"]:
+        module.fail_json(msg="audit_targets is empty and %s build(s) compile CUDA kernels (%s): the built wheels "
+                         "must be audited against this host's compute capability; give audit_targets (gpu_facts' "
+                         "compute_capabilities)" % (len(heavy), ", ".join(i["name"] for i in heavy)))
+    cpus = p["build_cpus"] or os.cpu_count() or 1
+    memory = p["build_memory_gib"]
+    try:
+        if memory is None:
+            with open("/proc/meminfo") as handle:
+                memory = heavy_build.memory_available_gib(handle.read())
+        for item in heavy:
+            item["gpu_env"], item["gpu_notes"] = heavy_build.build_env(
+                item["name"], item["gpu_build"], p["cuda_arch_list"], cpus, memory, variable="cuda_arch_list")
+            item["audit_targets"] = list(p["audit_targets"])
+    except heavy_build.HeavyBuildError as exc:
+        module.fail_json(msg="cannot plan the GPU source build(s): %s" % exc)
 
 
 def main():
@@ -403,6 +560,10 @@ def main():
             no_index=dict(type="bool", default=False),
             env=dict(type="dict", default={}),
             log_dir=dict(type="path"),
+            cuda_arch_list=dict(type="str", default=""),
+            audit_targets=dict(type="list", elements="str", default=[]),
+            build_cpus=dict(type="int"),
+            build_memory_gib=dict(type="float"),
         ),
         supports_check_mode=True,
     )
@@ -416,6 +577,7 @@ def main():
                           packages=p["packages"], allow_source_builds=p["allow_source_builds"])
     except mp.MatrixError as exc:
         module.fail_json(msg="cannot resolve the ML package matrix: %s" % exc)
+    gpu_plan(module, plan)
     if not os.access(python, os.X_OK):
         if module.check_mode:
             # Check mode before the torch role made the venv: every package the plan does not skip

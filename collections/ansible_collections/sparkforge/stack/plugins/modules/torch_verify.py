@@ -93,6 +93,19 @@ options:
     description: Audit torch's C(lib) directory for the device's compute capability and include the verdict.
     type: bool
     default: true
+  venv_audit:
+    description:
+      - Audit every shared object with GPU code in the venv's site-packages (not only torch's) for the device's
+        compute capability, per distribution (from the RECORD files). A distribution none of whose libraries
+        runs on the device fails the host; one that runs only through the driver's PTX JIT is noted.
+    type: bool
+    default: true
+  venv_audit_exempt:
+    description:
+      - Distributions whose device code is not (all) in the fat binaries the audit reads, with the reason
+        (the manifest's C(sparkforge_venv_audit_exempt)); they are reported with it and never fail the host.
+    type: dict
+    default: {}
   platforms:
     description:
       - Peak figures per platform, as in the manifest's C(sparkforge_gpu_platforms) (a C(match) regex on the
@@ -208,6 +221,12 @@ audit_verdict:
   description: The fat binary audit verdict of torch's libraries for the device.
   returned: always
   type: str
+venv_audit:
+  description:
+    - With O(venv_audit), the audit of the whole venv (target, verdict, packages with their libraries and verdicts,
+      failures, notes, seconds); null otherwise and in check mode.
+  returned: always
+  type: dict
 checks:
   description: Each check with status (pass, fail, skip, unavailable, info), rel_err, tolerance, reference, detail.
   returned: always
@@ -261,10 +280,12 @@ acceptance:
   type: dict
 """
 
+import os
 import platform as pyplatform
+import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.sparkforge.stack.plugins.module_utils import fatbin, multi_gpu
+from ansible_collections.sparkforge.stack.plugins.module_utils import fatbin, heavy_build, multi_gpu
 from ansible_collections.sparkforge.stack.plugins.module_utils.torch_checks import (
     CHECK_GROUPS,
     VerifyError,
@@ -317,6 +338,8 @@ def main():
             bench_scale=dict(type="float", default=1.0),
             gemm_size=dict(type="int", default=8192),
             audit=dict(type="bool", default=True),
+            venv_audit=dict(type="bool", default=True),
+            venv_audit_exempt=dict(type="dict", default={}),
             platforms=dict(type="dict", default={}),
             env=dict(type="dict", default={}),
             timeout=dict(type="int", default=900),
@@ -375,9 +398,27 @@ def main():
                 lib.pop("cuobjdump_ptx", None)
         except (fatbin.FatbinError, OSError) as exc:
             audit = {"verdict": None, "error": str(exc), "libraries": [], "target": raw["device"]["capability"]}
+    venv_result = None
+    if params["venv_audit"] and raw.get("status") == "ok" and raw.get("torch_lib_dir") and not module.check_mode:
+        # torch_lib_dir is <site-packages>/torch/lib: every distribution beside torch is audited too.
+        site_dir = os.path.dirname(os.path.dirname(raw["torch_lib_dir"]))
+        started = time.time()
+        try:
+            venv_result = heavy_build.venv_audit(site_dir, raw["device"]["capability"], params["venv_audit_exempt"])
+        except (fatbin.FatbinError, OSError) as exc:
+            venv_result = {"verdict": None, "error": str(exc), "packages": {}, "failures": [],
+                           "target": raw["device"]["capability"]}
+        venv_result["seconds"] = round(time.time() - started, 2)
 
     report = evaluate(raw, params["platforms"], audit=audit, host=params["host_label"] or pyplatform.node(),
                       per_gpu=per_gpu, collectives=collectives, acceptance=params["acceptance"])
+    if venv_result is not None:
+        report["venv_audit"] = venv_result
+        if venv_result["failures"]:
+            report["failures"] = report["failures"] + venv_result["failures"]
+            report["failed_checks"] = report["failed_checks"] + ["venv_audit"]
+            report["passed"] = False
+            report["summary"] += "; %d package(s) in the venv without code for this GPU" % len(venv_result["failures"])
     if module.check_mode:
         report["failures"] = [f for f in report["failures"] if raw.get("status") != "ok"]
         report["summary"] = "check mode: versions and device only"
@@ -402,6 +443,7 @@ def main():
         arch_list=raw.get("arch_list", []),
         arch_coverage=report.get("arch_coverage"),
         audit_verdict=(audit or {}).get("verdict"),
+        venv_audit=venv_result,
         checks=raw.get("checks", []),
         benchmarks=raw.get("benchmarks", []),
         derived=report.get("derived"),

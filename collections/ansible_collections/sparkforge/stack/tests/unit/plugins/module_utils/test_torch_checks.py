@@ -145,6 +145,13 @@ def test_evaluate_pass_percentages_and_derived(tmp_path):
     assert report["derived"]["sdpa_fastest_correct"] in ("cudnn", "flash", "mem_efficient")
     md = torch_checks.render_markdown(report)
     assert "PASS" in md and "% of peak" in md
+    # torch_verify adds the venv-wide audit after evaluate(); the report shows its failures and notes.
+    venv = {"target": "9.0", "verdict": "unsupported", "packages": {"a": {}, "b": {}}, "seconds": 5.8,
+            "failures": ["b has no code for compute capability 9.0: b/_k.so (SASS sm_80, PTX none)"],
+            "notes": ["a runs on 9.0 only through the driver's PTX JIT"]}
+    assert ("| audit of the venv for 9.0 | unsupported (2 distributions with GPU code, 5.8 s); b has no code for "
+            "compute capability 9.0: b/_k.so (SASS sm_80, PTX none); a runs on 9.0 only through the driver's PTX JIT |"
+            in torch_checks.render_markdown(dict(report, venv_audit=venv)))
     paths, _renderer = torch_checks.write_reports(report, str(tmp_path))
     width, height = png_chart.read_png_size(paths["png"])
     assert width >= 600 and height > 100
