@@ -205,15 +205,20 @@ def test_offline_hosts_from_a_bundle(site):
     # 1. No bundle: preflight stops both hosts before anything changes, with the sources table.
     before = dict((h, snapshot(site, h)) for h in HOSTS)
     proc, recap = spark(site)
+    (site["root"] / "no-bundle.log").write_text(proc.stdout)
     assert proc.returncode == 2 and recap == {"h1": (0, 1), "h2": (0, 1)}, proc.stdout[-6000:]
+    # A pinned local file (the stand-in's keyring and cuSPARSELt installer) is hashed in preflight, so
+    # a missing one is refused by name rather than probed.
+    for source in ("cuda_libs: cuda-keyring", "cusparselt: cuSPARSELt installer"):
+        assert re.search(r"%s is refused: \S+ does not exist" % re.escape(source), proc.stdout), source
+    assert re.search(r"h\d\s+cusparselt: cuSPARSELt installer\s+file://", proc.stdout)  # its row in the table
     for source, variable in (("cuda_libs: CUDA apt repository", "cuda_libs_repo_url"),
-                             ("cusparselt: cuSPARSELt installer", "cusparselt_base_url"),
                              ("pytorch: torch package index", "sparkforge_torch_index_url"),
                              ("pytorch: PyTorch source (git)", "pytorch_repo"),
                              ("torch_domains: torchvision source (git)", "torch_domains_repos"),
                              ("pytorch: Python packages for the builds (pip)", "sparkforge_fleet_pip_env")):
         assert "%s is unreachable: point %s" % (source, variable) in proc.stdout, source
-        assert re.search(r"h\d\s+%s\s+file://" % re.escape(source), proc.stdout), source  # its row in the table
+        assert re.search(r"h\d\s+%s\s+file://" % re.escape(source), proc.stdout), source
     assert "Preflight found" in proc.stdout and "nothing was changed" in proc.stdout
 
     # 2. The bundle, made where the sources are: `sparkforge bundle`, the guide's line.
