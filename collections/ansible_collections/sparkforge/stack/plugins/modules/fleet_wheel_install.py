@@ -264,7 +264,8 @@ def main():
         if rc != 0:
             module.fail_json(msg="could not create the venv %s: %s" % (p["venv"], (err or out).strip()))
     if todo:
-        rc, out, err = module.run_command(fw.install_argv(python, p["wheel_dir"], todo, p["pip_extra_args"]))
+        rc, out, err = module.run_command(fw.install_argv(python, p["wheel_dir"], todo, p["pip_extra_args"]),
+                                          environ_update=dict(fw.CONFIG_OFF))
         if rc != 0:
             tail = "\n".join((err or out).strip().splitlines()[-15:])
             module.fail_json(msg="pip could not install %s (exit %d):\n%s"

@@ -213,6 +213,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.sparkforge.stack.plugins.module_utils import ml_packages as mp
 from ansible_collections.sparkforge.stack.plugins.module_utils.build_common import atomic_write_text, makedirs
+from ansible_collections.sparkforge.stack.plugins.module_utils.pip_env import scrub_process_environ
 
 
 class Pip:
@@ -423,6 +424,8 @@ def main():
             module.exit_json(**check_mode_without_venv(plan))
         module.fail_json(msg="%s is not a virtual environment (no bin/python); create it first (the torch role does)" % venv)
 
+    # The host's own pip configuration (PIP_* variables, pip.conf) adds nothing: every source is the plan's.
+    scrub_process_environ()
     base_env = dict((str(k), str(v)) for k, v in p["env"].items())
     base_env.setdefault("PIP_NO_INPUT", "1")
     rc, out, err = module.run_command([python, "-m", "pip", "--version"], environ_update=base_env)
