@@ -149,8 +149,15 @@ def test_every_pip_call_ignores_the_hosts_pip_configuration():
                     "--trusted-host", "a", "--trusted-host", "b", "--cert", "/a b.pem", "torch==2.11.0+cu130"]
     assert pip_env.task_environment({"PIP_INDEX_URL": "x", "https_proxy": "p"}) == {
         "https_proxy": "p", "PIP_CONFIG_FILE": os.devnull}
-    with pytest.raises(pip_env.PipEnvError, match="triton_pip_env sets PIP_NO_INDEX='maybe'"):
-        pip_env.options_from_env({"PIP_NO_INDEX": "maybe"}, "triton_pip_env")
+
+
+@pytest.mark.parametrize("plan_env, expected", [
+    pytest.param({"PIP_NO_INDEX": "maybe"}, "triton_pip_env sets PIP_NO_INDEX='maybe': a switch takes", id="R16"),
+])
+def test_a_pip_setting_of_the_plan_without_a_command_line_form_is_refused(plan_env, expected):
+    with pytest.raises(pip_env.PipEnvError) as caught:
+        pip_env.isolated_argv("/v/bin/python", "install", ["triton"], plan_env, variable="triton_pip_env")
+    assert expected in str(caught.value)
 
 
 def test_pip_under_the_isolation_reads_neither_the_environment_nor_a_config_file(tmp_path):
@@ -231,7 +238,8 @@ def test_the_cuda_distro_matches_the_major_version_and_has_no_default():
 
 
 # ---------------------------------------------------------------------------- end to end
-def test_stray_pip_configuration_and_cpu_builds_are_not_provisioned(tmp_path, template_venv):  # noqa: F811
+@pytest.mark.parametrize("rows", [pytest.param(("R12", "R13", "R14"), id="R12+R13+R14")])
+def test_stray_pip_configuration_and_cpu_builds_are_not_provisioned(tmp_path, template_venv, rows):  # noqa: F811
     """R12: a wheelhouse without torch on a host whose environment names a stray find-links directory
     holding a CPU torch: pip reads none of it, the install fails with pip's reason, not provisioned.
     R13: the same through a pip.conf (the user's configuration file).  R14: the wheelhouse holds the
@@ -246,7 +254,7 @@ def test_stray_pip_configuration_and_cpu_builds_are_not_provisioned(tmp_path, te
     proc, _ = playbook(host, env={"PIP_FIND_LINKS": str(stray), "PIP_NO_INDEX": None, "PIP_CONFIG_FILE": None,
                                   "XDG_CONFIG_HOME": str(xdg)})
     out = flat(proc.stdout)
-    assert proc.returncode != 0, proc.stdout[-3000:]
+    assert proc.returncode == 2, proc.stdout[-3000:]
     assert "No matching distribution found for torch==%s" % TORCH in out, proc.stdout[-3000:]  # R12, R13
     assert not_provisioned(out), proc.stdout[-3000:]
     site = subprocess.check_output([str(host["prefix"] / "venv" / "bin" / "python"), "-c",
@@ -259,14 +267,15 @@ def test_stray_pip_configuration_and_cpu_builds_are_not_provisioned(tmp_path, te
     torch_wheel(host["wheelhouse"], TORCH + "+cpu", None)
     proc, _ = playbook(host)
     out = flat(proc.stdout)
-    assert proc.returncode != 0, proc.stdout[-3000:]
+    assert proc.returncode == 2, proc.stdout[-3000:]
     assert ("imports torch %s+cpu (CUDA none: a CPU build), planned torch %s (CUDA 13.x) from source wheelhouse"
             % (TORCH, TORCH)) in out, proc.stdout[-3000:]
     assert "a CPU build on a host with a GPU" in out and not_provisioned(out)
     assert git_status() == status
 
 
-def test_an_explicit_arch_list_without_the_hosts_gpu_is_refused_in_preflight(tmp_path, template_venv):  # noqa: F811
+@pytest.mark.parametrize("rows", [pytest.param(("R15",), id="R15")])
+def test_an_explicit_arch_list_without_the_hosts_gpu_is_refused_in_preflight(tmp_path, template_venv, rows):  # noqa: F811
     """R15: sparkforge_cuda_arch_list 9.0 on a GB10 host (as a host in both the dgx_spark and gh200 groups
     gets it): refused in preflight, check mode and the real run alike, naming the list and the GPU."""
     host = make_host(tmp_path, template_venv, "index", torch=False, components=["pytorch"], gpu=GB10)
@@ -275,16 +284,17 @@ def test_an_explicit_arch_list_without_the_hosts_gpu_is_refused_in_preflight(tmp
     for extra in (["--check"], []):
         proc, _ = playbook(host, *extra)
         out = flat(proc.stdout)
-        assert proc.returncode != 0, proc.stdout[-3000:]
+        assert proc.returncode == 2, proc.stdout[-3000:]
         assert "sparkforge_cuda_arch_list '9.0' has no code for this host's GPU capability 12.1" in out, \
             proc.stdout[-3000:]
         assert "nothing was changed" in out
     assert snapshot(*watched(host)) == before and git_status() == status
 
 
-def test_a_venv_path_with_a_space_and_a_quote_works_at_exactly_that_path(tmp_path, template_venv):  # noqa: F811
+@pytest.mark.parametrize("rows", [pytest.param(("H09",), id="H09")])
+def test_a_venv_path_with_a_space_and_a_quote_works_at_exactly_that_path(tmp_path, template_venv, rows):  # noqa: F811
     """H09: the venv at `.../my venv's place/venv` is created there and torch installed into it (every
-    command an argument list); nothing is created anywhere else, in the checkout least of all.  R16: the
+    command an argument list); nothing is created anywhere else, in the checkout least of all.  The
     installed torch is the planned build (release and CUDA 13), and the run says so."""
     host = make_host(tmp_path, template_venv, "wheelhouse", torch=False, venv=False, components=["pytorch"])
     venv = tmp_path / "my venv's place" / "venv"
@@ -302,7 +312,8 @@ def test_a_venv_path_with_a_space_and_a_quote_works_at_exactly_that_path(tmp_pat
     assert git_status() == status
 
 
-def test_bad_host_paths_are_refused_in_preflight_in_check_mode_too(tmp_path, template_venv):  # noqa: F811
+@pytest.mark.parametrize("rows", [pytest.param(("H10", "H11", "H12", "C01"), id="H10+H11+H12+C01")])
+def test_bad_host_paths_are_refused_in_preflight_in_check_mode_too(tmp_path, template_venv, rows):  # noqa: F811
     """H10 (venv under a regular file), H11 (runtime_env_profile_path under a regular file) and H12 (the
     ML packages' report directory in a directory nobody may write), all in one message; C01: check mode
     refuses them as the real run does, and neither changes anything."""
@@ -321,7 +332,7 @@ def test_bad_host_paths_are_refused_in_preflight_in_check_mode_too(tmp_path, tem
         for extra in (["--check"], []):
             proc, _ = playbook(host, *extra)
             out = flat(proc.stdout)
-            assert proc.returncode != 0, proc.stdout[-3000:]
+            assert proc.returncode == 2, proc.stdout[-3000:]
             assert "sparkforge_venv=%s/plain/venv: its parent %s/plain is a regular file" % (tmp_path, tmp_path) \
                 in out, proc.stdout[-3000:]
             assert ("runtime_env_profile_path=%s/plain/profile.d/sparkforge.sh: its parent %s/plain is a regular file"
@@ -329,12 +340,15 @@ def test_bad_host_paths_are_refused_in_preflight_in_check_mode_too(tmp_path, tem
             assert ("sparkforge_report_dir=%s/reports: its parent %s is not writable by this user"
                     % (locked, locked)) in out
             assert "nothing was changed" in out
+            # The plan names the variable that set the index (pytorch_index_url here), not its default's.
+            assert "PyTorch %s from the index file://%s/index (pytorch_index_url)" % (TORCH, tmp_path) in out
         assert snapshot(*watched(host) + [tmp_path / "plain", locked]) == before and git_status() == status
     finally:
         subprocess.run(["chattr", "-i", str(locked)], check=True)
 
 
-def test_the_fleet_report_dir_under_a_file_is_refused_before_any_change(tmp_path, template_venv):  # noqa: F811
+@pytest.mark.parametrize("rows", [pytest.param(("C02",), id="C02")])
+def test_the_fleet_report_dir_under_a_file_is_refused_before_any_change(tmp_path, template_venv, rows):  # noqa: F811
     """C02: the fleet summary's directory under a regular file is refused in preflight, in check mode as in
     the real run, before any host changes (not after the install, as before)."""
     host = make_host(tmp_path, template_venv, "wheelhouse", torch=False, components=["pytorch"])
@@ -345,13 +359,14 @@ def test_the_fleet_report_dir_under_a_file_is_refused_before_any_change(tmp_path
     for extra in (["--check"], []):
         proc, _ = playbook(host, *extra)
         out = flat(proc.stdout)
-        assert proc.returncode != 0, proc.stdout[-3000:]
+        assert proc.returncode == 2, proc.stdout[-3000:]
         assert ("sparkforge_fleet_report_dir=%s/plain/reports: its parent %s/plain is a regular file"
                 % (tmp_path, tmp_path)) in out, proc.stdout[-3000:]
     assert snapshot(*watched(host)) == before and git_status() == status
 
 
-def test_a_missing_profile_directory_is_created_by_the_real_run_as_check_mode_says(tmp_path, template_venv):  # noqa: F811
+@pytest.mark.parametrize("rows", [pytest.param(("C03",), id="C03")])
+def test_a_missing_profile_directory_is_created_by_the_real_run_as_check_mode_says(tmp_path, template_venv, rows):  # noqa: F811
     """C03: runtime_env_profile_path whose directory does not exist: check mode reports its creation
     (exit 0, nothing changed) and the real run creates it (exit 0): the two agree."""
     host = make_host(tmp_path, template_venv, "existing", components=["runtime_env"])
@@ -365,3 +380,20 @@ def test_a_missing_profile_directory_is_created_by_the_real_run_as_check_mode_sa
     proc, _ = playbook(host)
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert profile.is_file()
+
+
+@pytest.mark.parametrize("rows", [pytest.param(("R17",), id="R17")])
+def test_a_distribution_the_cuda_map_does_not_know_is_refused_not_sent_elsewhere(tmp_path, template_venv, rows):  # noqa: F811
+    """R17: the host's distribution (this machine's Debian) has no entry in sparkforge_cuda_distro_map and the
+    plan installs the CUDA libraries: refused in preflight (check mode too) naming the distribution and the
+    keys tried, where it was silently given Ubuntu 24.04's repository before."""
+    host = make_host(tmp_path, template_venv, "index", torch=False, components=["cuda_libs", "pytorch"])
+    set_vars(host, sparkforge_dev_libraries="always", sparkforge_cuda_distro_map={"Ubuntu-24.04": "ubuntu2404"})
+    before, status = snapshot(*watched(host)), git_status()
+    proc, _ = playbook(host, "--check")
+    out = flat(proc.stdout)
+    assert proc.returncode == 2, proc.stdout[-3000:]
+    assert re.search(r"sparkforge_cuda_distro_map has no NVIDIA repository for \S+ [0-9.]+ \(tried \S+-[0-9.]+"
+                     r"(, \S+-[0-9]+)?; it knows Ubuntu-24.04\), which cuda_libs install from", out), proc.stdout[-3000:]
+    assert "nothing was changed" in out
+    assert snapshot(*watched(host)) == before and git_status() == status
