@@ -15,6 +15,8 @@ description:
   - Resolves the package matrix (the manifest's C(sparkforge_ml_packages)) for this host and a
     profile or a list of packages, then installs each package into the venv with its own
     C(pip install), one at a time.
+  - Every pip call ignores the host's own pip configuration (its C(PIP_*) environment variables and pip.conf
+    files); the sources are O(index_url), O(extra_index_urls), O(find_links) and O(env).
   - Every pip call runs with a constraints file that pins the protected distributions (torch,
     torchvision, torchaudio, triton) to the builds installed in the venv (by exact version, and by
     local wheel file when that file still exists).
