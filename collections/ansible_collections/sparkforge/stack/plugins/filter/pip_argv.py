@@ -12,7 +12,7 @@ name: pip_argv
 short_description: a pip argument list that reads no pip configuration of the host
 description:
   - Returns C([python, -m, pip, subcommand, --isolated, <options>, <extra words>, <args>]), an argument list
-    for M(ansible.builtin.command)'s C(argv) (no shell splitting: a path with a space stays one argument).
+    for M(ansible.builtin.command)'s C(argv) (no shell splitting, so a path with a space stays one argument).
   - C(--isolated) makes pip ignore the host's C(PIP_*) environment variables and user configuration; run the
     task with R(pip_task_env,ansible_collections.sparkforge.stack.pip_task_env_filter) as its environment so
     that no configuration file is read either.

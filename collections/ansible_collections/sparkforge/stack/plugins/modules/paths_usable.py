@@ -47,6 +47,7 @@ attributes:
     description: Reads only; the same verdict as the real run.
   diff_mode:
     support: none
+    description: Changes nothing, so there is no diff.
 """
 
 EXAMPLES = r"""
