@@ -25,8 +25,7 @@ import shlex
 import shutil
 
 from ansible_collections.sparkforge.stack.plugins.module_utils.build_common import atomic_write_text, sha256_file
-from ansible_collections.sparkforge.stack.plugins.module_utils.pip_env import (
-    CONFIG_OFF, isolated_argv, task_environment)
+from ansible_collections.sparkforge.stack.plugins.module_utils.pip_env import isolated_argv, task_environment
 
 RECORD_NAME = "sparkforge-wheels.json"
 # Next to the wheels: the sha256 each file had at a size and mtime, so an unchanged wheel is not

@@ -79,7 +79,7 @@ def options_from_env(pip_settings, variable="the pip environment"):
 
 def isolated_argv(python, subcommand, args, plan_env=None, extra_args="", variable="the pip environment"):
     """``python -m pip <subcommand> --isolated <plan's options> <extra_args words> <args>``."""
-    pip_settings, _ = split_env(plan_env)
+    pip_settings = split_env(plan_env)[0]
     return ([python, "-m", "pip", subcommand, "--isolated"] + options_from_env(pip_settings, variable)
             + shlex.split(extra_args or "") + list(args))
 

@@ -193,7 +193,7 @@ def cuda_distro_keys(distribution, version):
     '<distribution>-<major version>' ('Debian-12')."""
     version = str(version or "")
     keys = ["%s-%s" % (distribution, version)]
-    major = version.split(".")[0]
+    major = version.split(".", 1)[0]
     if major and major != version:
         keys.append("%s-%s" % (distribution, major))
     return keys

@@ -25,8 +25,8 @@ CUDA_DIR_RE = re.compile(r"/cu(\d+)(\d)/*$")
 def split_version(text):
     """('2.9.1', 'cu130') of '2.9.1+cu130'; ('2.9.1', '') of '2.9.1'."""
     text = (text or "").strip()
-    base, _, local = text.partition("+")
-    return base, local
+    parts = text.partition("+")
+    return parts[0], parts[2]
 
 
 def planned_build(version, source, index_url="", cuda_major=13):
@@ -65,14 +65,14 @@ def result_problems(plan, version, cuda, gpu=True):
     if base != plan["version"]:
         problems.append("release %s, planned %s" % (base, plan["version"]))
     if plan["local"] is not None and local != plan["local"]:
-        problems.append("local version tag %s, planned %s" % ("+" + local if local else "none",
-                                                             "+" + plan["local"] if plan["local"] else "none"))
+        problems.append("local version tag %s, planned %s" % (
+            "+" + local if local else "none", "+" + plan["local"] if plan["local"] else "none"))
     if gpu and (cuda is None or local == "cpu"):
         problems.append("a CPU build on a host with a GPU")
     elif cuda is not None:
         if plan["cuda"] and cuda != plan["cuda"]:
             problems.append("CUDA %s, planned %s" % (cuda, plan["cuda"]))
-        elif not plan["cuda"] and cuda.split(".")[0] != plan["cuda_major"]:
+        elif not plan["cuda"] and cuda.split(".", 1)[0] != plan["cuda_major"]:
             problems.append("CUDA %s, planned CUDA %s.x" % (cuda, plan["cuda_major"]))
     return problems
 
