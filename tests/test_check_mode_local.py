@@ -40,12 +40,18 @@ PAIRED = {"torchvision": "0.26.0", "torchaudio": "2.11.0", "triton": "3.6.0"}
 MINIMAL = {"einops": "0.8.1"}
 
 
-def add_dist(site, name, version, local=""):
-    """A fixture distribution: an importable package and its dist-info (what pip and importlib see)."""
+def add_dist(site, name, version, local="", cuda=None):
+    """A fixture distribution: an importable package and its dist-info (what pip and importlib see).
+    With ``cuda`` the package has a ``version`` module whose ``cuda`` is that (torch.version.cuda)."""
     module = name.replace("-", "_")
     os.makedirs(os.path.join(site, module), exist_ok=True)
     with open(os.path.join(site, module, "__init__.py"), "w") as handle:
         handle.write('__version__ = "%s%s"\n' % (version, local))
+        if cuda is not None:
+            handle.write("from . import version\n")
+    if cuda is not None:
+        with open(os.path.join(site, module, "version.py"), "w") as handle:
+            handle.write("cuda = %r\n" % (cuda or None))
     info = os.path.join(site, "%s-%s.dist-info" % (module, version))
     os.makedirs(info, exist_ok=True)
     with open(os.path.join(info, "METADATA"), "w") as handle:
@@ -77,7 +83,7 @@ ALL_BUT_VERIFY = ["cuda_libs", "cusparselt", "llvm", "triton", "pytorch", "torch
 TORCH_ONLY = ["triton", "pytorch", "torch_domains"]
 
 
-def make_host(root, template, source, torch=True, venv=True, components=ALL_BUT_VERIFY):
+def make_host(root, template, source, torch=True, venv=True, components=ALL_BUT_VERIFY, gpu=GH200):
     """Inventory for localhost with its prefix under ``root``; returns a dict of paths. With ``venv``
     false the host has no venv at all (a fresh host; tests/test_validate_playbook.py)."""
     prefix = root / "prefix"
@@ -87,7 +93,7 @@ def make_host(root, template, source, torch=True, venv=True, components=ALL_BUT_
         # A copied venv's scripts name the template's path; the interpreter link is what matters here.
         site = site_packages(str(prefix / "venv"))
         if torch:
-            add_dist(site, "torch", TORCH, "+cu130")
+            add_dist(site, "torch", TORCH, "+cu130", cuda="13.0")
             for name, version in PAIRED.items():
                 add_dist(site, name, version)
         for name, version in MINIMAL.items():
@@ -120,7 +126,7 @@ def make_host(root, template, source, torch=True, venv=True, components=ALL_BUT_
         "torch_domains_index_url": "file://%s/index" % root,
     }
     host = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable,
-            "preflight_nvidia_smi": fake_smi(str(smi_dir), "localhost", GH200)}
+            "preflight_nvidia_smi": fake_smi(str(smi_dir), "localhost", gpu)}
     inventory = root / "inventory.yml"
     inventory.write_text(yaml.safe_dump({"all": {"hosts": {"localhost": host}, "vars": group}}))
     return {"root": root, "prefix": prefix, "inventory": str(inventory), "wheelhouse": wheelhouse}
@@ -142,11 +148,19 @@ def snapshot(*dirs):
     return seen
 
 
-def playbook(host, *extra, timeout=300):
-    env = dict((k, v) for k, v in os.environ.items() if not k.startswith("PIP_"))
-    env.update(ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0",
-               PIP_CONFIG_FILE=os.devnull, PIP_NO_INDEX="1", PIP_DISABLE_PIP_VERSION_CHECK="1",
-               ANSIBLE_LOCAL_TEMP=str(host["root"] / "ansible-tmp"))
+def playbook(host, *extra, timeout=300, env=None):
+    """ansible-playbook spark.yml against the stand-in host; ``env`` replaces entries of the run's (the
+    host's, with connection local) environment, None values removing them."""
+    base = dict((k, v) for k, v in os.environ.items() if not k.startswith("PIP_"))
+    base.update(ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0",
+                PIP_CONFIG_FILE=os.devnull, PIP_NO_INDEX="1", PIP_DISABLE_PIP_VERSION_CHECK="1",
+                ANSIBLE_LOCAL_TEMP=str(host["root"] / "ansible-tmp"))
+    for key, value in (env or {}).items():
+        if value is None:
+            base.pop(key, None)
+        else:
+            base[key] = value
+    env = base
     proc = subprocess.run([os.path.join(BIN, "ansible-playbook"), "playbooks/spark.yml", "-i", host["inventory"]]
                           + list(extra), cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                           universal_newlines=True, timeout=timeout, check=False)

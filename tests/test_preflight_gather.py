@@ -83,8 +83,9 @@ def test_one_call_returns_the_facts_of_gpu_facts_and_setup_and_plans_with_them(t
     assert result["plan"]["torch"]["source"] == "source"
     arch = facts["architecture"]
     deb_arch = {"x86_64": "amd64", "aarch64": "arm64"}.get(arch, arch)
-    key = "%s-%s" % (facts["distribution"], facts["distribution_version"])
-    distro = "debian12" if key == "Debian-12" else "ubuntu2404"
+    # Debian 12 reports its point release (12.11): the map's Debian-12 matches by major (issue 33).
+    major = facts["distribution_version"].split(".")[0]
+    distro = "debian12" if (facts["distribution"], major) == ("Debian", "12") else "ubuntu2404"
     urls = [s["url"] for s in result["plan"]["sources"] if s["component"] == "cusparselt"]
     assert urls and all(distro in u and deb_arch in u for u in urls), urls
 
@@ -101,11 +102,14 @@ def test_the_maps_fill_the_repository_names_and_the_pinned_installer_sha256():
     pinned = m["sparkforge_cusparselt_sha256"].get(version, {}).get("ubuntu2404", {}).get("arm64", "")
     assert (got["cuda_distro"], got["cuda_repo_arch"], got["deb_arch"], got["cusparselt_sha256"]) == \
         ("ubuntu2404", "sbsa", "arm64", pinned)
-    # Given values win (an inventory that names its mirror's layout); an unknown OS falls back to ubuntu2404.
+    # Given values win (an inventory that names its mirror's layout); an unknown OS gets no name (the plan
+    # refuses it where it installs from NVIDIA's repository: no silent Ubuntu 24.04, issue 33).
     got = fill_platform_names({"cuda_distro": "rhel9", "cusparselt_version": version, "cusparselt_sha256": ""},
                                 dict(spark, distribution="Rocky"), maps)
     assert (got["cuda_distro"], got["cusparselt_sha256"]) == ("rhel9", "")
-    assert fill_platform_names({}, dict(spark, distribution="Rocky"), maps)["cuda_distro"] == "ubuntu2404"
+    assert fill_platform_names({}, dict(spark, distribution="Rocky"), maps)["cuda_distro"] == ""
+    assert fill_platform_names({}, dict(spark, distribution="Debian", distribution_version="12.11"),
+                               maps)["cuda_distro"] == "debian12"
     # What preflight passes when the inventory sets no name (an empty value) is filled from the maps;
     # cuSPARSELt's distro follows the repository's unless it is set on its own (cusparselt_distro).
     got = fill_platform_names({"cuda_distro": "", "cuda_repo_arch": "", "cusparselt_distro": "", "cusparselt_version":

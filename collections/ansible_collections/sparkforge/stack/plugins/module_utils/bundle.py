@@ -41,6 +41,7 @@ except ImportError:  # pragma: no cover - Python 2
 
 from ansible_collections.sparkforge.stack.plugins.module_utils.build_common import (
     atomic_write_text, makedirs, sha256_file)
+from ansible_collections.sparkforge.stack.plugins.module_utils.pip_env import isolated_environ
 
 FORMAT = 1
 MANIFEST = "manifest.json"
@@ -48,9 +49,6 @@ MANIFEST = "manifest.json"
 APT_INDEX_FILES = ("InRelease", "Release", "Release.gpg", "Packages", "Packages.gz", "Packages.xz")
 MACHINES = {"x86_64": "x86_64", "aarch64": "aarch64", "amd64": "x86_64", "arm64": "aarch64"}
 GIT_ENV = {"GIT_TERMINAL_PROMPT": "0"}
-# pip's environment settings that add package sources (dropped when the plan names the index).
-PIP_SOURCE_ENV = ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS", "PIP_NO_INDEX", "PIP_CONSTRAINT",
-                  "PIP_CONFIG_FILE", "PIP_REQUIRE_VIRTUALENV")
 
 
 class BundleError(Exception):
@@ -444,14 +442,11 @@ class Maker:
                 path = os.path.join(scratch, "constraints-%s.txt" % wheel_dir_name(target))
                 atomic_write_text(path, "".join("%s\n" % c for c in constraints))
                 cmd += ["-c", path]
-            if index_url:
-                # The plan names the index: pip's own configuration (extra indexes, find-links,
-                # constraints) must not add to it.
-                env = dict((k, v) for k, v in os.environ.items() if k not in PIP_SOURCE_ENV)
-                env["PIP_CONFIG_FILE"] = os.devnull
             try:
                 if index_url:
-                    run(cmd + list(requirements), env=env)
+                    # The plan names the index: pip's own configuration (extra indexes, find-links,
+                    # constraints) must not add to it.
+                    run(cmd + list(requirements), env=isolated_environ(os.environ))
                 else:
                     run(cmd + list(requirements))
             finally:

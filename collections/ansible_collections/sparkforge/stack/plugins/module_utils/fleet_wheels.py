@@ -25,6 +25,7 @@ import shlex
 import shutil
 
 from ansible_collections.sparkforge.stack.plugins.module_utils.build_common import atomic_write_text, sha256_file
+from ansible_collections.sparkforge.stack.plugins.module_utils.pip_env import isolated_argv, task_environment
 
 RECORD_NAME = "sparkforge-wheels.json"
 # Next to the wheels: the sha256 each file had at a size and mtime, so an unchanged wheel is not
@@ -169,9 +170,10 @@ def resolve_dependencies(run, python, root, artifacts, env=None, check_mode=Fals
         partial = dest + ".partial"
         shutil.rmtree(partial, ignore_errors=True)
         os.makedirs(root, exist_ok=True)
-        argv = [python, "-m", "pip", "wheel", "--disable-pip-version-check", "--wheel-dir", partial]
-        argv += [a["path"] for a in artifacts]
-        rc, out, err = run(argv, env or {})
+        # The plan's pip environment (sparkforge_fleet_pip_env) as options; nothing of the builder's own.
+        argv = isolated_argv(python, "wheel", ["--disable-pip-version-check", "--wheel-dir", partial]
+                             + [a["path"] for a in artifacts], env or {}, variable="sparkforge_fleet_pip_env")
+        rc, out, err = run(argv, task_environment(env or {}))
         if rc != 0:
             tail = "\n".join((err or out or "").strip().splitlines()[-15:])
             raise FleetWheelError("pip could not resolve the dependencies of %s (exit %d):\n%s"
@@ -260,10 +262,11 @@ def to_install(wheels, record):
 
 
 def install_argv(python, directory, wheels, extra_args=""):
-    argv = [python, "-m", "pip", "install", "--disable-pip-version-check", "--no-index", "--find-links", directory,
-            "--force-reinstall", "--no-deps"]
-    argv += shlex.split(extra_args or "")
-    return argv + [os.path.join(directory, w["file"]) for w in wheels]
+    """pip install of exactly these wheel files, the host's pip configuration ignored (run it with
+    pip_env.CONFIG_OFF in its environment)."""
+    return isolated_argv(python, "install", ["--disable-pip-version-check", "--no-index", "--find-links", directory,
+                                             "--force-reinstall", "--no-deps"] + shlex.split(extra_args or "")
+                         + [os.path.join(directory, w["file"]) for w in wheels])
 
 
 def write_record(path, installed):
@@ -286,7 +289,8 @@ if out["packages"].get("torch"):
     try:
         import torch
         cuda = getattr(torch, "cuda", None)
-        out["torch"] = {"version": torch.__version__, "archs": list(getattr(cuda, "get_arch_list", lambda: [])())}
+        out["torch"] = {"version": torch.__version__, "archs": list(getattr(cuda, "get_arch_list", lambda: [])()),
+                        "cuda": getattr(getattr(torch, "version", None), "cuda", None)}
     except Exception as exc:
         out["torch_error"] = "%s: %s" % (type(exc).__name__, exc)
 print(json.dumps(out))

@@ -185,3 +185,23 @@ def summarize(gpus, cpu, machine, mem, nvidia_smi_path):
             "available_mib": mem["available"] // (1024 * 1024),
         },
     }
+
+
+def cuda_distro_keys(distribution, version):
+    """The keys of sparkforge_cuda_distro_map tried for a host, most exact first: Ansible reports
+    Debian 12 as '12.11' and DGX OS 7 as '7.x', so '<distribution>-<version>' and then
+    '<distribution>-<major version>' ('Debian-12')."""
+    version = str(version or "")
+    keys = ["%s-%s" % (distribution, version)]
+    major = version.split(".", 1)[0]
+    if major and major != version:
+        keys.append("%s-%s" % (distribution, major))
+    return keys
+
+
+def cuda_distro(distribution, version, distro_map):
+    """NVIDIA's repository distro name for the host (None when the map has none: no default)."""
+    for key in cuda_distro_keys(distribution, version):
+        if (distro_map or {}).get(key):
+            return distro_map[key]
+    return None

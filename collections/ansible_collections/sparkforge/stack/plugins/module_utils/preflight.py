@@ -263,11 +263,13 @@ def build_plan(facts, config, manifest):
     }
     try:
         arch = plan_arch_list(config.get("cuda_arch_list") or None, torch_version, release, klass, capabilities,
-                              data, manifest.get("sparkforge_torch_fixes") or {})
+                              data, manifest.get("sparkforge_torch_fixes") or {},
+                              variable=config.get("cuda_arch_list_variable") or "sparkforge_cuda_arch_list")
     except BuildError as exc:
         raise PlanError(str(exc))
     arch_list = arch["arch_list"]
-    arch_why = arch["why"] if not config.get("cuda_arch_list") else "set by sparkforge_cuda_arch_list"
+    arch_why = arch["why"] if not config.get("cuda_arch_list") else "set by %s" % (
+        config.get("cuda_arch_list_variable") or "sparkforge_cuda_arch_list")
     if arch["fixes_needed"]:
         arch_why += "; fixes applied: %s" % ", ".join(arch["fixes_needed"])
     triton_version = release["triton"]
@@ -312,7 +314,9 @@ def build_plan(facts, config, manifest):
     else:
         step("triton", "install", "Triton %s from the %s" % (triton_version, source), "paired with PyTorch %s" % torch_version)
         step("pytorch", "install", "PyTorch %s from the %s%s" % (
-            torch_version, source, " %s" % config["index_url"] if source == "index" and config.get("index_url") else ""),
+            torch_version, source, " %s (%s)" % (config["index_url"], config.get("index_url_variable")
+                                                 or "sparkforge_torch_index_url")
+            if source == "index" and config.get("index_url") else ""),
             "torch_source=%s; %s" % (source, wheel_carries(
                 release, facts["cpu"]["arch"],
                 ((manifest.get("sparkforge_torch_wheel_archs") or {}).get(torch_version) or {}).get(facts["cpu"]["arch"]))))

@@ -25,6 +25,7 @@ except ImportError:  # pragma: no cover - Python 2
     from urlparse import urlparse
 
 from ansible_collections.sparkforge.stack.plugins.module_utils import cusparselt
+from ansible_collections.sparkforge.stack.plugins.module_utils.platforms import cuda_distro
 
 # What each component needs when it runs; `variable` is what a site points at its mirror.
 GIT_COMPONENTS = (
@@ -310,8 +311,10 @@ def fill_platform_names(given, host, maps):
     arch = host.get("architecture")
     if not maps or not arch:
         return filled
-    distro = (maps.get("cuda_distro_map") or {}).get(
-        "%s-%s" % (host.get("distribution"), host.get("distribution_version")), "ubuntu2404")
+    # No default: a distribution the map does not know is refused by the plan (stack_plan), not sent to
+    # another distribution's repository.
+    distro = cuda_distro(host.get("distribution"), host.get("distribution_version"),
+                         maps.get("cuda_distro_map")) or ""
     deb_arch = (maps.get("cuda_deb_arch_map") or {}).get(arch, arch)
     # A name the inventory sets (cuda_libs_distro, cusparselt_distro...) wins; empty means not set.
     for key, value in (("cuda_distro", distro), ("cuda_repo_arch", (maps.get("cuda_repo_arch_map") or {}).get(arch, arch)),

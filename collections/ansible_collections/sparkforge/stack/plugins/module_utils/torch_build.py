@@ -111,6 +111,24 @@ def format_arch_list(entries):
     return ";".join("%s%s%s" % (e["base"], e["suffix"], "+PTX" if e["ptx"] else "") for e in ordered)
 
 
+def runs_on(entry, capability):
+    """Whether an arch list entry gives code a GPU of ``capability`` ('12.1') runs (FIELD_NOTES, binary
+    compatibility): SASS X.Y runs on X.Z with Z >= Y; an 'a' target only on exactly X.Y; an 'f' target on
+    the X family from X.Y on; PTX (+PTX) is JIT-compiled for any capability >= X.Y."""
+    have = version_tuple(capability)
+    base = version_tuple(entry["base"])
+    if entry["ptx"] and have >= base:
+        return True
+    if entry["suffix"] == "a":
+        return have == base
+    return have[0] == base[0] and have >= base
+
+
+def uncovered_capabilities(entries, capabilities):
+    """The host's GPU capabilities for which no entry of the arch list has code, in order."""
+    return [c for c in capabilities if not any(runs_on(e, c) for e in entries)]
+
+
 def arch_list_errors(entries, version, arch_min_version):
     """Every reason the release ``version`` cannot build ``entries`` (empty list: fine)."""
     errors = []
@@ -208,7 +226,8 @@ def default_arch_list(platform_class, capabilities, release, data):
     return format_arch_list(entries), why
 
 
-def plan_arch_list(requested, version, release, platform_class, capabilities, data, fixes):
+def plan_arch_list(requested, version, release, platform_class, capabilities, data, fixes,
+                   variable="sparkforge_cuda_arch_list"):
     """Validate (or choose) the arch list for ``version``.
 
     Returns {'arch_list', 'why', 'fixes_needed'}; raises ArchListError with
@@ -217,6 +236,14 @@ def plan_arch_list(requested, version, release, platform_class, capabilities, da
     if requested:
         entries = parse_arch_list(requested)
         why = "given"
+        # An explicit list must give every GPU of this host code it runs (a build without it is useless).
+        missing = uncovered_capabilities(entries, capabilities or [])
+        if missing:
+            raise ArchListError(
+                "%s %r has no code for this host's GPU capability %s (the host has %s): "
+                "SASS X.Y runs only on X.Z with Z >= Y, an 'a' target only on exactly X.Y, +PTX on any later "
+                "capability. Add %s to the list, or leave %s empty to let the plan choose"
+                % (variable, requested, ", ".join(missing), ", ".join(capabilities), " and ".join(missing), variable))
     else:
         text, why = default_arch_list(platform_class, capabilities, release, data)
         entries = parse_arch_list(text)

@@ -164,7 +164,8 @@ class TorchWheelJob:
                             % (version, p["platform_class"]))
 
         arch = tb.plan_arch_list(p["cuda_arch_list"], version, release, p["platform_class"],
-                                 p["compute_capabilities"], data, fixes_data)
+                                 p["compute_capabilities"], data, fixes_data,
+                                 variable="cuda_arch_list (pytorch_cuda_arch_list)")
         fix_names = tb.select_fixes(release, arch["fixes_needed"], fixes_data, p["fixes"])
         machine = p["machine"] or platform.machine()
 

@@ -154,6 +154,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.sparkforge.stack.plugins.module_utils import fleet_wheels as fw
 from ansible_collections.sparkforge.stack.plugins.module_utils import generations as gen
+from ansible_collections.sparkforge.stack.plugins.module_utils.pip_env import CONFIG_OFF
 
 
 GOOD = ("verified", "rolled_back")  # states a host passed the gate in
@@ -264,7 +265,8 @@ def main():
         if rc != 0:
             module.fail_json(msg="could not create the venv %s: %s" % (p["venv"], (err or out).strip()))
     if todo:
-        rc, out, err = module.run_command(fw.install_argv(python, p["wheel_dir"], todo, p["pip_extra_args"]))
+        rc, out, err = module.run_command(fw.install_argv(python, p["wheel_dir"], todo, p["pip_extra_args"]),
+                                          environ_update=dict(CONFIG_OFF))
         if rc != 0:
             tail = "\n".join((err or out).strip().splitlines()[-15:])
             module.fail_json(msg="pip could not install %s (exit %d):\n%s"

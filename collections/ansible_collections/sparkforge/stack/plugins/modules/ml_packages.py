@@ -15,6 +15,8 @@ description:
   - Resolves the package matrix (the manifest's C(sparkforge_ml_packages)) for this host and a
     profile or a list of packages, then installs each package into the venv with its own
     C(pip install), one at a time.
+  - Every pip call ignores the host's own pip configuration (its C(PIP_*) environment variables and pip.conf
+    files); the sources are O(index_url), O(extra_index_urls), O(find_links) and O(env).
   - Every pip call runs with a constraints file that pins the protected distributions (torch,
     torchvision, torchaudio, triton) to the builds installed in the venv (by exact version, and by
     local wheel file when that file still exists).
@@ -247,6 +249,7 @@ from ansible_collections.sparkforge.stack.plugins.module_utils import fatbin
 from ansible_collections.sparkforge.stack.plugins.module_utils import heavy_build
 from ansible_collections.sparkforge.stack.plugins.module_utils import ml_packages as mp
 from ansible_collections.sparkforge.stack.plugins.module_utils.build_common import atomic_write_text, makedirs
+from ansible_collections.sparkforge.stack.plugins.module_utils.pip_env import scrub_process_environ
 
 
 class Pip:
@@ -585,6 +588,8 @@ def main():
             module.exit_json(**check_mode_without_venv(plan))
         module.fail_json(msg="%s is not a virtual environment (no bin/python); create it first (the torch role does)" % venv)
 
+    # The host's own pip configuration (PIP_* variables, pip.conf) adds nothing: every source is the plan's.
+    scrub_process_environ()
     base_env = dict((str(k), str(v)) for k, v in p["env"].items())
     base_env.setdefault("PIP_NO_INPUT", "1")
     rc, out, err = module.run_command([python, "-m", "pip", "--version"], environ_update=base_env)

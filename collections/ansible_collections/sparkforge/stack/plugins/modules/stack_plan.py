@@ -49,7 +49,8 @@ options:
     description:
       - How the host's OS and CPU name NVIDIA's repository paths, to fill the O(sources) keys C(cuda_distro),
         C(cuda_repo_arch), C(deb_arch) and C(cusparselt_sha256) when they are not given - keys
-        C(cuda_distro_map) (C(<distribution>-<version>) to a repository distro; C(ubuntu2404) when absent),
+        C(cuda_distro_map) (C(<distribution>-<version>), else C(<distribution>-<major version>), to a repository
+        distro; a host it does not name is refused when the plan installs from NVIDIA's repository),
         C(cuda_repo_arch_map) and C(cuda_deb_arch_map) (CPU architecture to the repository's and Debian's
         names), C(cusparselt_sha256) (version, then distro, then Debian arch, to the installer's sha256) and
         C(cuda_keyring_sha256) (version, then distro, then repository arch, to the cuda-keyring's pinned sha256,
@@ -245,6 +246,7 @@ from ansible_collections.sparkforge.stack.plugins.module_utils.preflight import 
     venv_torch_version,
 )
 from ansible_collections.sparkforge.stack.plugins.module_utils.host_facts import os_facts, sparkforge_facts
+from ansible_collections.sparkforge.stack.plugins.module_utils.platforms import cuda_distro_keys
 
 
 def _opener(url, timeout):
@@ -397,6 +399,18 @@ def main():
             params["sources"].get("wheelhouse"), wanted, params["host"].get("python_version") or "",
             params["host"].get("architecture") or "", variable)]
     if plan:
+        plan["cuda_distro"] = params["sources"].get("cuda_distro") or ""
+        apt_components = [c for c in ("cuda_libs", "cusparselt") if plan["actions"].get(c) == "install"]
+        if apt_components and not plan["cuda_distro"] and params["host"].get("distribution"):
+            host = params["host"]
+            found.append({"check": "cuda_distro", "message": (
+                "sparkforge_cuda_distro_map has no NVIDIA repository for %s %s (tried %s; it knows %s), which %s "
+                "install from: add an entry (e.g. '%s: ubuntu2404' if that repository fits) or set cuda_libs_distro"
+                % (host.get("distribution"), host.get("distribution_version"),
+                   ", ".join(cuda_distro_keys(host.get("distribution"), host.get("distribution_version"))),
+                   ", ".join(sorted((params["platform_maps"].get("cuda_distro_map") or {}))) or "nothing",
+                   " and ".join(apt_components),
+                   cuda_distro_keys(host.get("distribution"), host.get("distribution_version"))[-1]))})
         # Every remote source the plan will fetch from, probed before anything changes.
         items = sources.plan_sources(plan, params["sources"], params["host"])
         # What picks the host's apt repository, cuSPARSELt installer and wheels in an offline bundle.

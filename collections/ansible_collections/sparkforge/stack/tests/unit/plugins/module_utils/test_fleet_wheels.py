@@ -208,7 +208,8 @@ def test_a_corrupt_hash_cache_is_ignored(built, tmp_path):
 
 def test_install_argv_is_offline_and_exact(tmp_path):
     argv = fw.install_argv("/v/bin/python", "/w", [{"file": "a.whl"}], "--no-compile --quiet")
-    assert argv == ["/v/bin/python", "-m", "pip", "install", "--disable-pip-version-check", "--no-index",
+    # --isolated: the host's PIP_* variables and user configuration add no source (issue 33).
+    assert argv == ["/v/bin/python", "-m", "pip", "install", "--isolated", "--disable-pip-version-check", "--no-index",
                     "--find-links", "/w", "--force-reinstall", "--no-deps", "--no-compile", "--quiet", "/w/a.whl"]
 
 
@@ -275,10 +276,13 @@ def _runner(site):
 
 def test_venv_state_reads_versions_and_what_import_torch_gives_in_one_process(tmp_path):
     site = _site(tmp_path, "__version__ = '2.11.0+cu130'\n"
+                           "class version:\n    cuda = '13.0'\n"
                            "class cuda:\n    @staticmethod\n    def get_arch_list():\n        return ['sm_90', 'sm_120']\n")
     state = fw.read_venv_state(_runner(site), sys.executable, ["triton", "torch", "torchvision"])
+    # torch.version.cuda too: the pytorch role's check that the result is the planned build (issue 33).
     assert state == {"packages": {"triton": "3.6.0", "torch": "2.11.0", "torchvision": ""},
-                     "torch": {"version": "2.11.0+cu130", "archs": ["sm_90", "sm_120"]}, "torch_error": None}
+                     "torch": {"version": "2.11.0+cu130", "archs": ["sm_90", "sm_120"], "cuda": "13.0"},
+                     "torch_error": None}
 
 
 def test_venv_state_says_why_torch_does_not_import(tmp_path):

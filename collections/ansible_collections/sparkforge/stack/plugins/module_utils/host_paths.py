@@ -1,0 +1,74 @@
+# -*- coding: utf-8 -*-
+# Copyright: sparkforge developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Whether the paths a run will write can be written, found before anything changes.
+
+What only a real run would discover otherwise (a venv under a regular file, a report directory whose
+parent is a file, a directory the user cannot write): each path is walked from ``/``; every existing
+component but the last must be a directory, the path itself (when it exists) must be of its kind, and
+the directory the run writes into (the path, or its nearest existing ancestor that the run creates the
+rest under) must be writable.  Read only: the same answer in check mode as in the real run.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import os
+
+KINDS = ("dir", "file")
+
+
+def _what(path):
+    if os.path.islink(path) and not os.path.exists(path):
+        return "a dangling symlink"
+    if os.path.isfile(path):
+        return "a regular file"
+    if os.path.isdir(path):
+        return "a directory"
+    return "not a directory"
+
+
+def path_problem(variable, path, kind="dir"):
+    """One message naming the variable, the path and the offending parent, or None when the run can
+    create or write ``path`` (``kind`` dir: a directory; file: a file whose directory is created)."""
+    if kind not in KINDS:
+        raise ValueError("kind must be one of %s, got %r" % (", ".join(KINDS), kind))
+    if not path:
+        return None
+    if not os.path.isabs(path):
+        return "%s=%s is not an absolute path" % (variable, path)
+    path = os.path.normpath(path)
+    parts = [p for p in path.split(os.sep) if p]
+    nearest = os.sep
+    for i in range(1, len(parts)):
+        parent = os.sep + os.sep.join(parts[:i])
+        if not os.path.lexists(parent):
+            break
+        if not os.path.isdir(parent):
+            return ("%s=%s: its parent %s is %s, not a directory: nothing can be created under it"
+                    % (variable, path, parent, _what(parent)))
+        nearest = parent
+    if os.path.lexists(path):
+        if kind == "dir" and not os.path.isdir(path):
+            return "%s=%s is %s, not a directory" % (variable, path, _what(path))
+        if kind == "file" and os.path.isdir(path):
+            return "%s=%s is a directory, not a file" % (variable, path)
+        target = path if kind == "dir" else os.path.dirname(path)
+        if not os.access(target, os.W_OK | os.X_OK):
+            return "%s=%s: %s is not writable by this user" % (variable, path, target)
+        return None
+    if not os.access(nearest, os.W_OK | os.X_OK):
+        return ("%s=%s: its parent %s is not writable by this user: the %s cannot be created there"
+                % (variable, path, nearest, "directory" if kind == "dir" else "file's directory"))
+    return None
+
+
+def paths_problems(entries):
+    """[message] for entries [{variable, path, kind}] (empty paths are not used, so not checked)."""
+    out = []
+    for entry in entries:
+        message = path_problem(entry["variable"], entry.get("path") or "", entry.get("kind") or "dir")
+        if message:
+            out.append(message)
+    return out

@@ -1,0 +1,100 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: sparkforge developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: paths_usable
+short_description: Refuse paths a run could not create or write, before anything changes
+version_added: "0.5.0"
+description:
+  - For each entry of O(paths), walks the path from C(/) and fails, naming the variable, the path and the
+    offending parent, when an existing component above it is not a directory (a regular file, a dangling
+    symlink), when the path exists and is not of its O(paths[].kind), or when the directory the run writes
+    into (the path itself, or its nearest existing ancestor under which the run creates the rest) is not
+    writable by the connecting user.
+  - Reads only, so check mode gives the answer the real run would meet (preflight runs it in both).
+author:
+  - sparkforge developers (@sparkforge)
+options:
+  paths:
+    description: The paths a run will create or write.
+    type: list
+    elements: dict
+    required: true
+    suboptions:
+      variable:
+        description: The variable that set the path (named in the message).
+        type: str
+        required: true
+      path:
+        description: The path; empty means not used (not checked).
+        type: str
+        default: ""
+      kind:
+        description: C(dir) for a directory the run creates or writes into, C(file) for a file whose directory it creates.
+        type: str
+        choices: [dir, file]
+        default: dir
+attributes:
+  check_mode:
+    support: full
+    description: Reads only; the same verdict as the real run.
+  diff_mode:
+    support: none
+    description: Changes nothing, so there is no diff.
+"""
+
+EXAMPLES = r"""
+- name: Refuse a venv or report path that cannot be created
+  sparkforge.stack.paths_usable:
+    paths:
+      - {variable: sparkforge_venv, path: /opt/sparkforge/venv}
+      - {variable: runtime_env_profile_path, path: /etc/profile.d/sparkforge.sh, kind: file}
+"""
+
+RETURN = r"""
+problems:
+  description: One message per path that cannot be used (the module fails when there is any).
+  returned: always
+  type: list
+  elements: str
+checked:
+  description: The paths checked.
+  returned: always
+  type: list
+  elements: str
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.sparkforge.stack.plugins.module_utils.host_paths import paths_problems
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            paths=dict(type="list", elements="dict", required=True, options=dict(
+                variable=dict(type="str", required=True),
+                path=dict(type="str", default=""),
+                kind=dict(type="str", choices=["dir", "file"], default="dir"),
+            )),
+        ),
+        supports_check_mode=True,
+    )
+    entries = module.params["paths"]
+    problems = paths_problems(entries)
+    checked = [e["path"] for e in entries if e.get("path")]
+    if problems:
+        module.fail_json(msg="%d path(s) cannot be used; nothing was changed: %s" % (len(problems), " | ".join(problems)),
+                         problems=problems, checked=checked)
+    module.exit_json(changed=False, problems=[], checked=checked)
+
+
+if __name__ == "__main__":
+    main()
