@@ -233,13 +233,14 @@ def plan_arch_list(requested, version, release, platform_class, capabilities, da
     Returns {'arch_list', 'why', 'fixes_needed'}; raises ArchListError with
     every problem at once.
     """
+    coverage = None
     if requested:
         entries = parse_arch_list(requested)
         why = "given"
         # An explicit list must give every GPU of this host code it runs (a build without it is useless).
         missing = uncovered_capabilities(entries, capabilities or [])
         if missing:
-            raise ArchListError(
+            coverage = (
                 "%s %r has no code for this host's GPU capability %s (the host has %s): "
                 "SASS X.Y runs only on X.Z with Z >= Y, an 'a' target only on exactly X.Y, +PTX on any later "
                 "capability. Add %s to the list, or leave %s empty to let the plan choose"
@@ -248,8 +249,13 @@ def plan_arch_list(requested, version, release, platform_class, capabilities, da
         text, why = default_arch_list(platform_class, capabilities, release, data)
         entries = parse_arch_list(text)
     errors = arch_list_errors(entries, version, data.get("arch_min_version") or {})
+    if coverage and not errors:
+        raise ArchListError(coverage)
     need, refusals = trap_decisions(entries, release, data.get("traps") or {}, fixes)
     errors.extend(refusals)
+    if coverage:
+        # Unknown names and traps are reported with it, every problem at once.
+        errors.append(coverage)
     if errors:
         raise ArchListError(
             "cuda_arch_list %r cannot be built with torch %s:\n- %s"

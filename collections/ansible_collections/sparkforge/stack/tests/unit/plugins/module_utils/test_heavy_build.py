@@ -64,9 +64,9 @@ def test_build_env_per_package_on_spark_and_gh200(matrix):
     assert env == {"TORCH_CUDA_ARCH_LIST": "12.1", "FLASH_ATTN_CUDA_ARCHS": "120",
                    "FLASH_ATTENTION_FORCE_BUILD": "TRUE", "MAX_JOBS": "9", "NVCC_THREADS": "4"}
     assert notes == ["MAX_JOBS=9: 20 CPUs, 110 GiB available, 9 GiB per compile job (nvcc --threads 4)"]
-    env, _ = hb.build_env("causal-conv1d", matrix["causal-conv1d"]["gpu_build"], "9.0", 72, 400.0)
+    env = hb.build_env("causal-conv1d", matrix["causal-conv1d"]["gpu_build"], "9.0", 72, 400.0)[0]
     assert env == {"TORCH_CUDA_ARCH_LIST": "9.0", "CAUSAL_CONV1D_FORCE_BUILD": "TRUE", "MAX_JOBS": "72"}
-    env, _ = hb.build_env("xformers", matrix["xformers"]["gpu_build"], "9.0;12.1", 20, 12.0)
+    env = hb.build_env("xformers", matrix["xformers"]["gpu_build"], "9.0;12.1", 20, 12.0)[0]
     assert env == {"TORCH_CUDA_ARCH_LIST": "9.0;12.1", "FORCE_CUDA": "1", "MAX_JOBS": "1"}
 
 
