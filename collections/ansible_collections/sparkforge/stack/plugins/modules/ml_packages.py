@@ -425,6 +425,18 @@ def check_mode_without_venv(plan):
                             protected={}, failed_packages=[]))
 
 
+def installed_row(pip, installed, item, row):
+    """The row of a package pip just installed: the version it now has, its provenance recorded."""
+    installed.clear()
+    installed.update(pip.inspect())
+    now = installed.get(mp.canonical_name(item["name"]))
+    row["version"] = now["version"] if now else None
+    row["status"] = "installed"
+    mp.record_provenance(pip.provenance, row)
+    atomic_write_text(pip.provenance_path, json.dumps(pip.provenance, indent=1, sort_keys=True) + "\n")
+    return row, True
+
+
 def handle_package(module, pip, item, installed, work, base_env, protected, prereqs):
     row = plan_row(item, installed)
     if pip.log_dir:
@@ -487,14 +499,7 @@ def handle_package(module, pip, item, installed, work, base_env, protected, prer
         if not ok:
             row["status"] = "failed"
             return row, touched
-        installed.clear()
-        installed.update(pip.inspect())
-        now = installed.get(mp.canonical_name(item["name"]))
-        row["version"] = now["version"] if now else None
-        row["status"] = "installed"
-        mp.record_provenance(pip.provenance, row)
-        atomic_write_text(pip.provenance_path, json.dumps(pip.provenance, indent=1, sort_keys=True) + "\n")
-        return row, True
+        return installed_row(pip, installed, item, row)
 
     rc, text = pip.install(mp.install_args(item, method), mp.build_env(item, method, base_env), False, None,
                            mp.canonical_name(item["name"]))
@@ -504,14 +509,7 @@ def handle_package(module, pip, item, installed, work, base_env, protected, prer
         row["status"] = "failed"
         row["reason"] = "pip install failed (%s, method %s): %s" % (kind, method, "\n".join(lines[-20:]))
         return row, True
-    installed.clear()
-    installed.update(pip.inspect())
-    now = installed.get(mp.canonical_name(item["name"]))
-    row["version"] = now["version"] if now else None
-    row["status"] = "installed"
-    mp.record_provenance(pip.provenance, row)
-    atomic_write_text(pip.provenance_path, json.dumps(pip.provenance, indent=1, sort_keys=True) + "\n")
-    return row, True
+    return installed_row(pip, installed, item, row)
 
 
 def gpu_plan(module, plan):
