@@ -325,3 +325,116 @@ def test_gpu_build_check_mode_shows_the_build_and_fails_like_the_real_run(tmp_pa
                             check_mode=True)
     assert rc != 0 and "audit_targets: 'sm90x' is not a compute capability" in result["msg"], result
     assert _pip_list(py) == before
+
+
+# ---- issue 35 item 3: once per class in a fleet ------------------------------------------------------------
+
+def _class_args(venv, index, wheel_dir, depends_on, **extra):
+    """heavy_wheel_build on a class's builder, with the same selection as the hosts' ml_packages."""
+    args = {"venv": venv, "wheel_dir": wheel_dir, "depends_on": depends_on,
+            "cuda_home": os.path.dirname(os.path.dirname(NVCC)), "matrix": {"sparkforge-cudaext": CUDAEXT},
+            "pins": {}, "packages": ["sparkforge-cudaext"], "index_url": index["url"], "arch": "x86_64",
+            "platform_class": "generic", "cuda_major": 13, "build_cpus": 2, "build_memory_gib": 8.0}
+    args.update(extra)
+    return args
+
+
+def _tree(path):
+    """Every file under ``path`` with its sha256 (what the builder published; its build logs and lock, rewritten by each build, left out)."""
+    out = {}
+    for dirpath, _dirs, files in os.walk(path):
+        for name in files:
+            if name.endswith((".log", ".lock")):
+                continue
+            full = os.path.join(dirpath, name)
+            with open(full, "rb") as handle:
+                out[os.path.relpath(full, path)] = hashlib.sha256(handle.read()).hexdigest()
+    return out
+
+
+@pytest.mark.skipif(not os.access(NVCC, os.X_OK), reason="CUDA's nvcc is not installed at " + NVCC)
+def test_gpu_package_built_once_per_class_published_and_installed_on_another_host(tmp_path, index):
+    """The builder builds, audits and publishes (keyed by every input); a rerun builds nothing; a new arch list
+    builds again; a refused wheel is never published; another host of the class installs the published bytes
+    (sha256 checked) and its ml_packages then finds the package present and builds nothing."""
+    builder = str(tmp_path / "builder")
+    _gpu_venv(builder, index)
+    wheel_dir = str(tmp_path / "heavy")
+    with open(index["custom_torch"], "rb") as handle:
+        torch_sha = hashlib.sha256(handle.read()).hexdigest()
+
+    built, rc = run_module("heavy_wheel_build", _class_args(builder, index, wheel_dir, torch_sha,
+                                                           cuda_arch_list="9.0", audit_targets=["9.0"]))
+    assert rc == 0 and built["changed"] is True, built
+    entry = built["wheels"][0]
+    assert entry["name"] == "sparkforge-cudaext" and entry["module"] == "sparkforge_cudaext"
+    assert os.path.dirname(entry["wheel"]) == os.path.join(wheel_dir, "sparkforge-cudaext-" + entry["cache_key"][:16])
+    with open(entry["wheel"] + ".manifest.json") as handle:
+        manifest = json.load(handle)
+    with open(entry["wheel"], "rb") as handle:
+        assert manifest["sha256"] == hashlib.sha256(handle.read()).hexdigest() == entry["sha256"]
+    # Every build input is in the manifest: the torch build, the version, the arch list, CUDA, the sdist, the fix.
+    assert manifest["depends_on"] == torch_sha and manifest["version"] == "1.0" and manifest["arch_list"] == "9.0"
+    assert manifest["cuda"].startswith("Cuda compilation tools, release ")
+    assert manifest["sdist"]["file"].startswith("sparkforge_cudaext-1.0") and len(manifest["sdist"]["sha256"]) == 64
+    assert manifest["fixes"] == [{"file": "setup.py", "replaced": 2, "why": "hard-coded -gencode pairs"}]
+    assert manifest["key_inputs"]["env"] == {"CUDA_HOME": CUDAEXT["source"]["env"]["CUDA_HOME"],
+                                             "SPARKFORGE_CUDAEXT_FORCE_BUILD": "TRUE", "TORCH_CUDA_ARCH_LIST": "9.0"}
+    assert [(lib["sass"], lib["verdicts"]) for lib in manifest["audit"]["libraries"]] == [(["sm_90"], {"9.0": "native"})]
+    # The builder's venv is not touched: every host of the class, the builder too, installs from the wheelhouse.
+    assert "sparkforge-cudaext" not in _pip_list(os.path.join(builder, "bin", "python"))
+
+    published = _tree(wheel_dir)
+    again, rc = run_module("heavy_wheel_build", _class_args(builder, index, wheel_dir, torch_sha,
+                                                           cuda_arch_list="9.0", audit_targets=["9.0"]))
+    assert rc == 0 and again["changed"] is False and again["wheels"][0]["sha256"] == entry["sha256"], again
+    assert "nothing to build" in again["wheels"][0]["plan"] and _tree(wheel_dir) == published
+
+    # Check mode keys the build with the new inputs and says it would build; nothing is written.
+    plan, rc = run_module("heavy_wheel_build", _class_args(builder, index, wheel_dir, "b" * 64,
+                                                          cuda_arch_list="9.0", audit_targets=["9.0"]), check_mode=True)
+    assert rc == 0 and plan["changed"] is True and plan["wheels"][0]["wheel"] is None, plan
+    assert plan["wheels"][0]["cache_key"] != entry["cache_key"] and "would build" in plan["wheels"][0]["plan"]
+    assert _tree(wheel_dir) == published
+
+    # Refused by the audit on the builder: nothing is published, the class wheelhouse is as it was.
+    refused, rc = run_module("heavy_wheel_build", _class_args(builder, index, wheel_dir, torch_sha,
+                                                             cuda_arch_list="8.0", audit_targets=["9.0"]))
+    assert rc != 0 and "refused by the arch audit" in refused["msg"], refused
+    assert "holds SASS sm_80, PTX none: nothing runs on 9.0" in refused["msg"] and "not published" in refused["msg"]
+    assert _tree(wheel_dir) == published
+
+    # The class's wheel list (fleet_wheels) carries it with its manifest; another host installs those bytes.
+    listed, rc = run_module("fleet_wheels", {"heavy": [entry], "dependencies_dir": str(tmp_path / "deps"),
+                                             "python": os.path.join(builder, "bin", "python"),
+                                             "pip_env": {"PIP_INDEX_URL": index["url"]}})
+    assert rc == 0, listed
+    row = [w for w in listed["wheels"] if w["name"] == "sparkforge-cudaext"][0]
+    assert row["kind"] == "artifact" and row["sha256"] == entry["sha256"] and row["module"] == "sparkforge_cudaext"
+    assert row["dir"] == "sparkforge-cudaext-" + entry["cache_key"][:16]
+    assert row["manifest"]["depends_on"] == torch_sha and row["manifest"]["audit"]["ok"] is True
+    wheels = [row]
+
+    host = str(tmp_path / "host")
+    host_py = _gpu_venv(host, index)
+    copies = str(tmp_path / "host-wheels")
+    os.makedirs(copies)
+    shutil.copy(entry["wheel"], copies)
+    with open(os.path.join(copies, row["file"]), "ab") as handle:
+        handle.write(b"\0")
+    bad, rc = run_module("fleet_wheel_install", {"venv": host, "wheel_dir": copies, "wheels": wheels})
+    assert rc != 0 and row["file"] in bad["msg"] and "sparkforge-cudaext" not in _pip_list(host_py), bad
+    shutil.copy(entry["wheel"], copies)
+    done, rc = run_module("fleet_wheel_install", {"venv": host, "wheel_dir": copies, "wheels": wheels})
+    assert rc == 0 and done["changed"] is True and _pip_list(host_py)["sparkforge-cudaext"] == "1.0", done
+    checked, rc = run_module("venv_import_check", {"python": host_py, "wheels": wheels})
+    assert rc == 0 and checked["packages"][0]["module"] == "sparkforge_cudaext", checked
+    # The host's ml_packages finds the class's build installed and builds nothing.
+    result, rc = run_module("ml_packages", _cudaext_args(host, index, cuda_arch_list="9.0", audit_targets=["9.0"]))
+    assert rc == 0 and result["changed"] is False and _rows(result)["sparkforge-cudaext"]["status"] == "present", result
+
+    # A new arch list is a new input: built again, into its own directory.
+    rebuilt, rc = run_module("heavy_wheel_build", _class_args(builder, index, wheel_dir, torch_sha,
+                                                             cuda_arch_list="12.1", audit_targets=["12.1"]))
+    assert rc == 0 and rebuilt["changed"] is True and rebuilt["wheels"][0]["cache_key"] != entry["cache_key"], rebuilt
+    assert rebuilt["wheels"][0]["audit"]["libraries"][0]["sass"] == ["sm_121"]

@@ -47,14 +47,17 @@ def _one_wheel(directory, name, version=None):
     return found[0]
 
 
-def build_artifacts(triton=None, torch=None, domains=None):
-    """The artifacts of one build run, in install order: Triton, torch, then the domain libraries.
+def build_artifacts(triton=None, torch=None, domains=None, heavy=None):
+    """The artifacts of one build run, in install order: Triton, torch, the domain libraries, then the
+    GPU packages built against that torch.
 
     ``triton``: the triton_llvm_build result (``wheel``, ``cache_key``, ``built``: list of what it built).
     ``torch``: the pytorch_wheel_build result (``wheel``, ``cache_key``, ``changed``).
     ``domains``: ``dir`` (where their wheels were built), ``key`` (what that dir is keyed by),
     ``libraries`` (name -> version) and ``built`` (names whose build ran this time).
-    Returns [{name, path, key, built, kind}].
+    ``heavy``: the heavy_wheel_build result's ``wheels`` (``name``, ``wheel``, ``cache_key``,
+    ``changed``, ``module``): each published on the builder after its arch audit passed.
+    Returns [{name, path, key, built, kind}] (``module`` too where the import name differs).
     """
     out = []
     for name, result, built in (("triton", triton, lambda r: bool(r.get("built"))),
@@ -76,6 +79,17 @@ def build_artifacts(triton=None, torch=None, domains=None):
         for name in libraries:
             out.append({"name": name, "path": _one_wheel(domains["dir"], name, libraries[name]),
                         "key": str(domains["key"]), "built": name in built, "kind": "artifact"})
+    for result in heavy or []:
+        path = result.get("wheel")
+        if not path or not os.path.isfile(path):
+            raise FleetWheelError("the %s build result names no wheel that exists (%r)" % (result.get("name"), path))
+        if not result.get("cache_key") or not result.get("name"):
+            raise FleetWheelError("a heavy build result needs name and cache_key: %r" % (result,))
+        entry = {"name": str(result["name"]), "path": path, "key": str(result["cache_key"]),
+                 "built": bool(result.get("changed")), "kind": "artifact"}
+        if result.get("module"):
+            entry["module"] = str(result["module"])
+        out.append(entry)
     return out
 
 
@@ -197,7 +211,7 @@ def resolve_dependencies(run, python, root, artifacts, env=None, check_mode=Fals
 MANIFEST_SUFFIXES = (".manifest.json", ".sparkforge.json")
 MANIFEST_KEYS = ("cache_key", "commit", "triton_commit", "llvm_commit", "torch_version", "triton_version",
                  "version", "arch_list", "fixes", "toolchain", "python", "reproducible", "acceptance", "finished",
-                 "built_at")
+                 "built_at", "requirement", "depends_on", "cuda", "sdist", "audit")
 
 
 def build_manifest(path):
@@ -224,6 +238,8 @@ def describe(wheels, hashes=None):
                  "path": item["path"], "sha256": hashes.sha256(item["path"]), "cache_key": item["key"]}
         if entry["kind"] == "artifact":
             entry["manifest"] = build_manifest(item["path"])
+        if item.get("module"):
+            entry["module"] = item["module"]
         out.append(entry)
     return out
 

@@ -14,8 +14,9 @@ short_description: List a platform class's wheels on its builder, with the wheel
 version_added: "0.2.0"
 description:
   - Runs on a class's builder after the build roles. Takes the results of M(sparkforge.stack.triton_llvm_build)
-    and M(sparkforge.stack.pytorch_wheel_build) and the directory of the domain library wheels, and lists the
-    class's artifacts in install order (Triton, torch, the domain libraries).
+    and M(sparkforge.stack.pytorch_wheel_build) the directory of the domain library wheels and the GPU packages of
+    M(sparkforge.stack.heavy_wheel_build), and lists the class's artifacts in install order (Triton, torch, the
+    domain libraries, the GPU packages).
   - Resolves the wheels those artifacts depend on with C(pip wheel) (the builder's index or mirror, see
     O(pip_env)) into O(dependencies_dir)/<key>/, keyed by the artifacts' sha256, so the class's other hosts
     install everything without an index. An unchanged set of artifacts reuses the last resolution; a new one
@@ -37,6 +38,13 @@ options:
         C(libraries) (name to version; exactly one wheel of each must be in C(dir)) and C(built) (names whose
         build ran in this run).
     type: dict
+  heavy:
+    description:
+      - The GPU packages built on the builder, as M(sparkforge.stack.heavy_wheel_build) returns them in C(wheels)
+        (C(name), C(wheel), C(cache_key), C(changed), C(module)); listed after the domain libraries. Only wheels that
+        passed the builder's arch audit are published, so only those can be listed.
+    type: list
+    elements: dict
   dependencies_dir:
     description: Where dependency sets are resolved, one subdirectory per set of artifacts.
     type: path
@@ -82,7 +90,10 @@ EXAMPLES = r"""
 
 RETURN = r"""
 wheels:
-  description: The class's wheels, artifacts first - name, kind (C(artifact) or C(dependency)), dir, file, path, sha256, cache_key.
+  description:
+    - The class's wheels, artifacts first - name, kind (C(artifact) or C(dependency)), dir, file, path, sha256,
+      cache_key, manifest (an artifact's build record - a GPU package's carries its audit, sdist, arch list, CUDA
+      and the torch it was built against), module (an import name that differs from the name).
   returned: always
   type: list
   elements: dict
@@ -108,6 +119,7 @@ def main():
             triton=dict(type="dict"),
             torch=dict(type="dict"),
             domains=dict(type="dict"),
+            heavy=dict(type="list", elements="dict"),
             dependencies_dir=dict(type="path", required=True),
             python=dict(type="path", required=True),
             pip_env=dict(type="dict", default={}),
@@ -123,7 +135,7 @@ def main():
     # An unchanged wheel's sha256 comes from the cache next to it (same size and mtime).
     hashes = fw.Hashes(rehash=p["rehash"], write=not module.check_mode)
     try:
-        artifacts = fw.build_artifacts(p["triton"], p["torch"], p["domains"])
+        artifacts = fw.build_artifacts(p["triton"], p["torch"], p["domains"], p["heavy"])
         deps_dir, deps, resolved = fw.resolve_dependencies(run, p["python"], p["dependencies_dir"], artifacts,
                                                            p["pip_env"], module.check_mode, hashes)
         wheels = fw.describe(artifacts + deps, hashes)

@@ -28,8 +28,8 @@ options:
     required: true
   wheels:
     description:
-      - The packages, as the fleet's wheel lists describe them (C(name) and C(file) each); entries of C(kind)
-        C(dependency) are skipped (they are checked by what imports them).
+      - The packages, as the fleet's wheel lists describe them (C(name) and C(file) each, C(module) where the
+        import name differs); entries of C(kind) C(dependency) are skipped (they are checked by what imports them).
     type: list
     elements: dict
     required: true
@@ -112,7 +112,7 @@ def main():
             continue
         if not item.get("name") or not item.get("file"):
             module.fail_json(msg="each wheel needs name and file, got %r" % (item,))
-        packages.append({"name": item["name"], "module": p["modules"].get(item["name"], item["name"]),
+        packages.append({"name": item["name"], "module": p["modules"].get(item["name"], item.get("module") or item["name"]),
                          "expected": expected_version(item["file"])})
     if not packages:
         module.exit_json(changed=False, packages=[], failures=[])

@@ -1,0 +1,1 @@
+../collections/ansible_collections/sparkforge/stack/plugins/modules/heavy_wheel_build.py
