@@ -17,6 +17,14 @@ The wheelhouse with its generations is on the controller (this machine).
 4. Faults: a rollback to a pruned generation, or to one whose wheel is corrupt, is refused before any
    host changes; a host never upgraded is left alone; a rollback on purpose; `sparkforge status`
    through the CLI all along.
+5. With nvcc on this machine (/usr/local/cuda, mounted read-only): component ml_packages with a GPU
+   package, the fixture sdist tests/fixtures/ml_packages/cudaext (its setup.py's interface is
+   causal-conv1d's: force-build flag, hard-coded -gencode pairs the manifest's kind of fix removes,
+   a real nvcc-built shared object). Each class's builder builds it once against its torch (sm_121 for
+   class a, sm_90 for class b), audits it and publishes it with torch's wheels; the other host installs
+   those bytes and builds nothing. A new torch builds it again, an unchanged one reuses it. Last, class
+   b with an arch list its GPU cannot run: the builder's audit refuses the wheel, nothing is published
+   and no host of the class changes.
 
 The commands are the guide's (docs/guides/upgrading-a-fleet.md, read by tests/readme.py), run as written from a
 stand-in checkout (this repository's playbooks, collections and ansible.cfg; .venv is this Python's
@@ -49,6 +57,24 @@ PREFIX = "/opt/sparkforge"
 # Inventory order a1, b1, a2, b2 with batches of two: each class has one host in each batch, so
 # class b's first batch is b1 alone and b2 comes in the second (two batches, not four).
 GPUS = {"a1": GB10, "b1": GH200, "a2": GB10, "b2": GH200}
+# The GPU package's build needs nvcc: this machine's CUDA toolkit, mounted read-only into the hosts.
+CUDA = os.path.realpath("/usr/local/cuda")
+HEAVY = os.access(os.path.join(CUDA, "bin", "nvcc"), os.X_OK)
+CUDAEXT = "sparkforge-cudaext"
+# The fixture's interface in the manifest's gpu_build form (as tests/test_ml_packages.py's CUDAEXT).
+CUDAEXT_ENTRY = {
+    "optional": False, "needs_torch": False, "methods": [{"method": "source"}],
+    "source": {"build_isolation": False, "env": {"CUDA_HOME": "/usr/local/cuda"}},
+    "gpu_build": {
+        "arch_env": [{"name": "TORCH_CUDA_ARCH_LIST", "form": "torch"}],
+        "force_build": {"SPARKFORGE_CUDAEXT_FORCE_BUILD": "TRUE"},
+        "jobs_env": "MAX_JOBS", "threads_env": None, "nvcc_threads": 4, "job_memory_gib": 4,
+        "fixes": [{"file": "setup.py",
+                   "pattern": r'cc_flag\.append\("-gencode"\)\n\s*cc_flag\.append\("arch=compute_\d+,code=sm_\d+"\)',
+                   "replace": "pass", "count": 2, "why": "hard-coded -gencode pairs"}],
+        "checked": ["tests/fixtures/ml_packages/cudaext/setup.py"],
+    },
+}
 BROKEN = "libtorchvision_fixture.so: undefined symbol: _ZN3c104impl8GPUTrace (built on purpose)"
 
 
@@ -72,6 +98,12 @@ def fleet(tmp_path_factory):
     subprocess.run([sys.executable, os.path.join(FIXTURES, "torch_domains", "make_repos.py"), str(repos),
                     "torchvision=0.25.0,0.27.0", "torchaudio=2.10.0,2.11.0"], check=True, stdout=subprocess.DEVNULL)
     deps = wheel_dir(root)
+    heavy = root / "heavy"
+    heavy.mkdir()
+    if HEAVY:
+        sys.path.insert(0, os.path.join(FIXTURES, "ml_packages"))
+        from fixture_index import sdist
+        sdist(os.path.join(FIXTURES, "ml_packages", "cudaext"), CUDAEXT, "1.0", str(heavy))
     pip_conf = root / "pip.conf"
     pip_conf.write_text("[global]\nno-index = true\nfind-links = /srv/deps\ndisable-pip-version-check = true\n")
     tag = uuid.uuid4().hex[:6]
@@ -91,7 +123,8 @@ def fleet(tmp_path_factory):
             # The fixture repositories at the same path as here, so their file:// URLs hold on both sides.
             start_container(name, network="none", volumes=[
                 "%s:%s:ro" % (repos, repos), "%s:/srv/deps:ro" % deps, "%s:/etc/pip.conf:ro" % pip_conf,
-                "%s:/opt/fake-gpu:ro" % smi])
+                "%s:/opt/fake-gpu:ro" % smi, "%s:/srv/heavy:ro" % heavy]
+                + (["%s:/usr/local/cuda:ro" % CUDA] if HEAVY else []))
         group = {
             "sparkforge_components": ["pytorch", "torch_domains"],
             "sparkforge_torch_version": "2.10.0",
@@ -116,6 +149,13 @@ def fleet(tmp_path_factory):
                                     "torchaudio": "file://%s" % (repos / "torchaudio")},
             "torch_domains_jobs": 1,
         }
+        if HEAVY:
+            group.update({
+                "sparkforge_components": ["pytorch", "torch_domains", "ml_packages"],
+                "ml_packages_profile": "", "ml_packages_packages": [CUDAEXT],
+                "ml_packages_extra_matrix": {CUDAEXT: CUDAEXT_ENTRY}, "ml_packages_install_prereqs": False,
+                "ml_packages_no_index": True, "ml_packages_find_links": ["/srv/heavy"],
+            })
         inventory = os.path.join(checkout, "inventory", "hosts.yml")
         with open(inventory, "w") as handle:
             yaml.safe_dump({"all": {"hosts": hosts, "vars": group}}, handle, sort_keys=False)
@@ -219,6 +259,17 @@ def status(fleet):
     return proc.returncode, json.loads(proc.stdout[proc.stdout.index("{"):]), proc.stdout
 
 
+def heavy_entry(fleet, lineage, index=-1):
+    """The GPU package's entry in a generation of the lineage (the newest by default)."""
+    return [w for w in generations(fleet, lineage)["generations"][index]["wheels"] if w["name"] == CUDAEXT][0]
+
+
+def heavy_builds(fleet, host):
+    """How many times the GPU package was compiled on ``host`` (its class-build log's wheel phases)."""
+    proc = on(fleet, host, "sh", "-c", "cat %s/reports/ml_packages_logs/%s-class-build.log 2>/dev/null" % (PREFIX, CUDAEXT))
+    return proc.stdout.count("=== phase %s-wheel" % CUDAEXT)
+
+
 def test_generations_gate_rollback_and_status(fleet):
     # 1. Generation 1 everywhere.
     proc, recap, s1 = provision(fleet)
@@ -237,6 +288,21 @@ def test_generations_gate_rollback_and_status(fleet):
     torch_entry = [w for w in gen_b["generations"][0]["wheels"] if w["name"] == "torch"][0]
     assert torch_entry["manifest"]["torch_version"] == "2.10.0" and torch_entry["manifest"]["reproducible"]
     g1_b = dict((w["name"], w["sha256"]) for w in gen_b["generations"][0]["wheels"])
+    if HEAVY:
+        # 5. Built once per class on its builder, for the class's GPU, audited, published with its inputs.
+        for builder, member, cap, sass in (("a1", "a2", "12.1", "sm_121"), ("b1", "b2", "9.0", "sm_90")):
+            entry = heavy_entry(fleet, cls[builder])
+            manifest = entry["manifest"]
+            assert manifest["arch_list"] == cap and manifest["fixes"][0]["replaced"] == 2, manifest
+            assert manifest["depends_on"] == [w for w in generations(fleet, cls[builder])["generations"][-1]["wheels"]
+                                              if w["name"] == "torch"][0]["sha256"]
+            assert [(lib["sass"], lib["verdicts"]) for lib in manifest["audit"]["libraries"]] == [([sass], {cap: "native"})]
+            assert venv_wheels(fleet, builder)[CUDAEXT] == venv_wheels(fleet, member)[CUDAEXT] == entry["sha256"]
+            assert (heavy_builds(fleet, builder), heavy_builds(fleet, member)) == (1, 0)
+            assert on(fleet, member, "test", "-e", PREFIX + "/wheels/heavy").returncode == 1
+            report = read_json(fleet, member, PREFIX + "/reports/ml_packages.json")
+            assert [(r["name"], r["state"]) for r in report["packages"]] == [(CUDAEXT, "installed")], report
+        assert venv_wheels(fleet, "a1")[CUDAEXT] != venv_wheels(fleet, "b1")[CUDAEXT]
 
     # 2. Generation 2, with class b's torchvision broken on purpose.
     set_group(fleet, sparkforge_torch_version="2.12.0")
@@ -265,6 +331,10 @@ def test_generations_gate_rollback_and_status(fleet):
     assert BROKEN in gen_b["generations"][1]["verify"]["detail"]
     assert [(g["number"], g["verify"]["state"]) for g in generations(fleet, cls["a1"])["generations"]] == [
         (1, "passed"), (2, "passed")]
+    if HEAVY:
+        # A new torch is a new input: each builder built the GPU package again.
+        assert heavy_entry(fleet, cls["a1"])["cache_key"] != heavy_entry(fleet, cls["a1"], 0)["cache_key"]
+        assert (heavy_builds(fleet, "a1"), heavy_builds(fleet, "b1"), heavy_builds(fleet, "a2")) == (2, 2, 0)
 
     # A host killed halfway through an install: its record says installing, pip had removed torch.
     was = record(fleet, "a2")
@@ -296,6 +366,10 @@ def test_generations_gate_rollback_and_status(fleet):
     # keep=2: class b's generation 1 was pruned with the wheel directories only it used.
     gen_b = generations(fleet, cls["b1"])
     assert [g["number"] for g in gen_b["generations"]] == [2, 3] and gen_b["pruned"] == [1]
+    if HEAVY:
+        # Class b's torch did not change (only its torchvision): its GPU package was reused, not built.
+        assert heavy_entry(fleet, cls["b1"])["sha256"] == heavy_entry(fleet, cls["b1"], 0)["sha256"]
+        assert heavy_builds(fleet, "b1") == 2 and venv_wheels(fleet, "b2")[CUDAEXT] == heavy_entry(fleet, cls["b1"])["sha256"]
     proc, recap, s4 = provision(fleet)
     assert proc.returncode == 0, proc.stdout[-8000:]
     assert all(r["changed"] == 0 for r in recap.values()), recap
@@ -349,3 +423,20 @@ def test_generations_gate_rollback_and_status(fleet):
     assert re.search(r"^a1\s+%s\s+1\s+rolled_back\s+behind: generation 1, newest 2$" % re.escape(s1["a1"]["class"]),
                      text,
                      re.M), text
+
+    if not HEAVY:
+        return
+    # 5b. Class b asks for an arch list its GPU (9.0) cannot run: b1's audit refuses the wheel before it is
+    # published; no host of class b changes, and its wheelhouse holds nothing new.
+    wheelhouse = fleet["root"] / "wheelhouse"
+    files_before = sorted(str(p.relative_to(wheelhouse)) for p in wheelhouse.rglob("*.whl"))
+    before = {h: (record(fleet, h), venv_wheels(fleet, h)) for h in ("b1", "b2")}
+    set_vars(fleet, ["b1", "b2"], ml_packages_cuda_arch_list="8.0")
+    proc = shell(fleet, readme_line("ansible-playbook playbooks/spark.yml") + " -l b1,b2")
+    (fleet["root"] / "run-refused.log").write_text(proc.stdout)
+    assert proc.returncode == 2, proc.stdout[-8000:]
+    assert "refused by the arch audit" in proc.stdout and "holds SASS sm_80, PTX none: nothing runs on 9.0" \
+        in proc.stdout and "not published to the class wheelhouse" in proc.stdout, proc.stdout[-8000:]
+    assert heavy_builds(fleet, "b1") == 3 and heavy_builds(fleet, "b2") == 0
+    assert sorted(str(p.relative_to(wheelhouse)) for p in wheelhouse.rglob("*.whl")) == files_before
+    assert {h: (record(fleet, h), venv_wheels(fleet, h)) for h in ("b1", "b2")} == before
