@@ -300,3 +300,32 @@ def test_venv_state_of_a_missing_or_broken_venv_holds_nothing(tmp_path):
     broken.chmod(0o755)
     state = fw.read_venv_state(_runner(""), str(broken), ["torch"])
     assert state["packages"] == {"torch": ""} and "exit 3" in state["torch_error"] and "bad interpreter" in state["torch_error"]
+
+
+def test_gpu_packages_come_after_the_domains_with_their_build_record(built, tmp_path):
+    """heavy_wheel_build's results: listed last, built or not, their manifest (audit, inputs) carried."""
+    heavy_dir = tmp_path / "heavy" / "sparkforge-cudaext-0123456789abcdef"
+    wheel = make_wheel(str(heavy_dir), "sparkforge_cudaext", "1.0")
+    record = {"cache_key": "h" * 64, "sha256": sha(wheel), "version": "1.0", "arch_list": "12.1",
+              "depends_on": "p" * 64, "cuda": "release 13.0", "sdist": {"file": "x.tar.gz", "sha256": "s" * 64},
+              "fixes": [], "audit": {"ok": True}, "key_inputs": {"not": "kept"}, "log": "/var/log/x"}
+    with open(wheel + ".manifest.json", "w") as handle:
+        json.dump(record, handle)
+    heavy = [{"name": "sparkforge-cudaext", "wheel": wheel, "cache_key": "h" * 64, "changed": True,
+              "module": "sparkforge_cudaext"}]
+    arts = fw.build_artifacts(built["triton"], built["torch"], built["domains"], heavy)
+    assert [a["name"] for a in arts] == ["triton", "torch", "torchvision", "torchaudio", "sparkforge-cudaext"]
+    assert arts[-1]["built"] is True and arts[-1]["key"] == "h" * 64
+    entry = fw.describe(arts)[-1]
+    assert entry["dir"] == "sparkforge-cudaext-hhhhhhhhhhhhhhhh" and entry["module"] == "sparkforge_cudaext"
+    assert entry["sha256"] == sha(wheel)
+    assert entry["manifest"] == dict((k, v) for k, v in record.items() if k not in ("key_inputs", "log", "sha256"))
+
+
+def test_a_gpu_package_result_without_its_wheel_is_an_error(built, tmp_path):
+    with pytest.raises(fw.FleetWheelError, match="the sparkforge-cudaext build result names no wheel that exists"):
+        fw.build_artifacts(heavy=[{"name": "sparkforge-cudaext", "wheel": str(tmp_path / "gone.whl"),
+                                   "cache_key": "h" * 64}])
+    wheel = make_wheel(str(tmp_path / "h"), "x", "1.0")
+    with pytest.raises(fw.FleetWheelError, match="needs name and cache_key"):
+        fw.build_artifacts(heavy=[{"name": "x", "wheel": wheel}])
