@@ -23,7 +23,7 @@ description:
   - The cache key covers the torch build (O(depends_on)), the requirement, the sdist's sha256, the arch list and
     every variable derived from it, the force-build flags, the fixes, the CUDA release of O(cuda_home), the build
     Python and O(audit_targets) (not the job counts). A wheel published with the same key (its sha256 checked)
-    is reused: nothing is built.
+    is reused, and nothing is built.
   - Installs nothing; the class's hosts, the builder among them, install the published wheels through
     M(sparkforge.stack.fleet_wheels) and M(sparkforge.stack.fleet_wheel_install).
 author:
