@@ -266,7 +266,8 @@ def heavy_entry(fleet, lineage, index=-1):
 
 def heavy_builds(fleet, host):
     """How many times the GPU package was compiled on ``host`` (its class-build log's wheel phases)."""
-    proc = on(fleet, host, "sh", "-c", "cat %s/reports/ml_packages_logs/%s-class-build.log 2>/dev/null" % (PREFIX, CUDAEXT))
+    log = "%s/reports/ml_packages_logs/%s-class-build.log" % (PREFIX, CUDAEXT)
+    proc = on(fleet, host, "sh", "-c", "cat %s 2>/dev/null" % log)
     return proc.stdout.count("=== phase %s-wheel" % CUDAEXT)
 
 
@@ -296,7 +297,8 @@ def test_generations_gate_rollback_and_status(fleet):
             assert manifest["arch_list"] == cap and manifest["fixes"][0]["replaced"] == 2, manifest
             assert manifest["depends_on"] == [w for w in generations(fleet, cls[builder])["generations"][-1]["wheels"]
                                               if w["name"] == "torch"][0]["sha256"]
-            assert [(lib["sass"], lib["verdicts"]) for lib in manifest["audit"]["libraries"]] == [([sass], {cap: "native"})]
+            assert [(lib["sass"], lib["verdicts"]) for lib in manifest["audit"]["libraries"]] == [
+                ([sass], {cap: "native"})]
             assert venv_wheels(fleet, builder)[CUDAEXT] == venv_wheels(fleet, member)[CUDAEXT] == entry["sha256"]
             assert (heavy_builds(fleet, builder), heavy_builds(fleet, member)) == (1, 0)
             assert on(fleet, member, "test", "-e", PREFIX + "/wheels/heavy").returncode == 1
@@ -369,7 +371,8 @@ def test_generations_gate_rollback_and_status(fleet):
     if HEAVY:
         # Class b's torch did not change (only its torchvision): its GPU package was reused, not built.
         assert heavy_entry(fleet, cls["b1"])["sha256"] == heavy_entry(fleet, cls["b1"], 0)["sha256"]
-        assert heavy_builds(fleet, "b1") == 2 and venv_wheels(fleet, "b2")[CUDAEXT] == heavy_entry(fleet, cls["b1"])["sha256"]
+        assert heavy_builds(fleet, "b1") == 2
+        assert venv_wheels(fleet, "b2")[CUDAEXT] == heavy_entry(fleet, cls["b1"])["sha256"]
     proc, recap, s4 = provision(fleet)
     assert proc.returncode == 0, proc.stdout[-8000:]
     assert all(r["changed"] == 0 for r in recap.values()), recap

@@ -340,7 +340,8 @@ def _class_args(venv, index, wheel_dir, depends_on, **extra):
 
 
 def _tree(path):
-    """Every file under ``path`` with its sha256 (what the builder published; its build logs and lock, rewritten by each build, left out)."""
+    """Every file under ``path`` with its sha256: what the builder published (its build logs and lock,
+    rewritten by each build, left out)."""
     out = {}
     for dirpath, _dirs, files in os.walk(path):
         for name in files:
@@ -380,7 +381,8 @@ def test_gpu_package_built_once_per_class_published_and_installed_on_another_hos
     assert manifest["fixes"] == [{"file": "setup.py", "replaced": 2, "why": "hard-coded -gencode pairs"}]
     assert manifest["key_inputs"]["env"] == {"CUDA_HOME": CUDAEXT["source"]["env"]["CUDA_HOME"],
                                              "SPARKFORGE_CUDAEXT_FORCE_BUILD": "TRUE", "TORCH_CUDA_ARCH_LIST": "9.0"}
-    assert [(lib["sass"], lib["verdicts"]) for lib in manifest["audit"]["libraries"]] == [(["sm_90"], {"9.0": "native"})]
+    assert [(lib["sass"], lib["verdicts"]) for lib in manifest["audit"]["libraries"]] == [
+        (["sm_90"], {"9.0": "native"})]
     # The builder's venv is not touched: every host of the class, the builder too, installs from the wheelhouse.
     assert "sparkforge-cudaext" not in _pip_list(os.path.join(builder, "bin", "python"))
 
