@@ -413,7 +413,7 @@ def test_gpu_package_built_once_per_class_published_and_installed_on_another_hos
     assert rc == 0, listed
     row = [w for w in listed["wheels"] if w["name"] == "sparkforge-cudaext"][0]
     assert row["kind"] == "artifact" and row["sha256"] == entry["sha256"] and row["module"] == "sparkforge_cudaext"
-    assert row["dir"] == "sparkforge-cudaext-" + entry["cache_key"][:16]
+    assert row["dir"] == "sparkforge_cudaext-" + entry["cache_key"][:16]
     assert row["manifest"]["depends_on"] == torch_sha and row["manifest"]["audit"]["ok"] is True
     wheels = [row]
 

@@ -234,7 +234,9 @@ def describe(wheels, hashes=None):
     out = []
     for item in wheels:
         entry = {"name": item["name"], "kind": item.get("kind", "artifact"),
-                 "dir": "%s-%s" % (item["name"], item["key"][:16]), "file": os.path.basename(item["path"]),
+                 # '-' of a name (flash-attn) as a wheel file spells it: <name>-<key> stays one split.
+                 "dir": "%s-%s" % (item["name"].replace("-", "_"), item["key"][:16]),
+                 "file": os.path.basename(item["path"]),
                  "path": item["path"], "sha256": hashes.sha256(item["path"]), "cache_key": item["key"]}
         if entry["kind"] == "artifact":
             entry["manifest"] = build_manifest(item["path"])

@@ -84,7 +84,11 @@ def _clean_wheel(item):
     if not _WHEEL_DIR.match(str(item["dir"])) or "/" in str(item["file"]):
         raise GenerationError("wheel entry %s: dir %r and file %r must be plain names in the class's directory"
                               % (item["file"], item["dir"], item["file"]))
-    return dict((k, item.get(k)) for k in ("name", "kind", "dir", "file", "sha256", "cache_key", "manifest"))
+    clean = dict((k, item.get(k)) for k in ("name", "kind", "dir", "file", "sha256", "cache_key", "manifest"))
+    # A GPU package's import name (flash_attn for flash-attn): the rollback's gate imports it.
+    if item.get("module"):
+        clean["module"] = str(item["module"])
+    return clean
 
 
 def check_wheels(class_dir, wheels, write_cache=True):

@@ -317,7 +317,7 @@ def test_gpu_packages_come_after_the_domains_with_their_build_record(built, tmp_
     assert [a["name"] for a in arts] == ["triton", "torch", "torchvision", "torchaudio", "sparkforge-cudaext"]
     assert arts[-1]["built"] is True and arts[-1]["key"] == "h" * 64
     entry = fw.describe(arts)[-1]
-    assert entry["dir"] == "sparkforge-cudaext-hhhhhhhhhhhhhhhh" and entry["module"] == "sparkforge_cudaext"
+    assert entry["dir"] == "sparkforge_cudaext-hhhhhhhhhhhhhhhh" and entry["module"] == "sparkforge_cudaext"
     assert entry["sha256"] == sha(wheel)
     assert entry["manifest"] == dict((k, v) for k, v in record.items() if k not in ("key_inputs", "log", "sha256"))
 
@@ -329,3 +329,19 @@ def test_a_gpu_package_result_without_its_wheel_is_an_error(built, tmp_path):
     wheel = make_wheel(str(tmp_path / "h"), "x", "1.0")
     with pytest.raises(fw.FleetWheelError, match="needs name and cache_key"):
         fw.build_artifacts(heavy=[{"name": "x", "wheel": wheel}])
+
+
+def test_a_gpu_package_is_recorded_in_a_generation_with_its_import_name(built, tmp_path):
+    """Its wheelhouse directory is a plain <name>-<key> name and the record keeps the import name, which
+    the rollback's gate (venv_import_check of the record's wheels) imports."""
+    from ansible_collections.sparkforge.stack.plugins.module_utils import generations as gen
+    wheel = make_wheel(str(tmp_path / "heavy"), "sparkforge_cudaext", "1.0")
+    entry = fw.describe(fw.build_artifacts(heavy=[{"name": "sparkforge-cudaext", "wheel": wheel,
+                                                   "cache_key": "0123456789abcdef" * 4, "module": "sparkforge_cudaext"}]))
+    wheelhouse = tmp_path / "wheelhouse"
+    (wheelhouse / "c1" / entry[0]["dir"]).mkdir(parents=True)
+    with open(wheel, "rb") as src, open(str(wheelhouse / "c1" / entry[0]["dir"] / entry[0]["file"]), "wb") as dst:
+        dst.write(src.read())
+    gen.publish(str(wheelhouse), "spark", "c1", entry, "a1", {"torch": "2.12.0"}, keep=2, now="t1")
+    recorded = gen.load(str(wheelhouse), "spark")["generations"][0]["wheels"][0]
+    assert recorded["dir"] == "sparkforge_cudaext-0123456789abcdef" and recorded["module"] == "sparkforge_cudaext"
