@@ -9,6 +9,7 @@ import os
 import threading
 import time
 
+# Every run's processes carry this variable in their environment, with a value of its own: ansible-runner
 # kills ansible-playbook's process group on cancel and timeout, but Ansible's worker processes leave that
 # group (os.setsid) and async tasks daemonize, so they would run on (a canceled build, for hours). The
 # token finds them all, on this machine, even after they were reparented.
