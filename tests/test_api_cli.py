@@ -3,6 +3,7 @@
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -132,6 +133,21 @@ def test_the_readme_cli_lines_as_written():
         assert host in runs[0].stdout, (host, runs[0].stdout[-3000:])
     assert runs[1].returncode == 2, runs[1].stdout[-3000:]
     assert "Preflight" in runs[1].stdout or "preflight" in runs[1].stdout, runs[1].stdout[-3000:]
+
+
+def test_the_guides_python_example_as_written():
+    """The guide's "From Python" block (docs/guides/api-cli-ee.md) run as written with the venv's python from the
+    repository root: the example fleet's four hosts cannot be reached from here, each one is printed
+    ``unreachable``, and the result's exit code is the CLI's 3."""
+    blocks = re.findall(r"^```python\n(.*?)^```", readme.section("api-cli-ee.md", "### From Python"), re.S | re.M)
+    assert len(blocks) == 1, blocks
+    proc = subprocess.run([sys.executable, "-c", blocks[0]], cwd=REPO, env=user_env(REPO), stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, universal_newlines=True, timeout=600, check=False)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    for host in ("spark-01", "spark-02", "gh200-01", "gh200-02"):
+        assert any(line.startswith(host + " unreachable ") for line in proc.stdout.splitlines()), \
+            (host, proc.stdout[-3000:])
+    assert proc.stdout.splitlines()[-1] == "exit code 3", proc.stdout[-3000:]
 
 
 def _git_status():

@@ -1,6 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright: sparkforge contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# Kept whole: one format, made (Maker) and read (verify, match, overrides) side by side so both change
+# together; the Debian version and apt closure helpers (deb_version_cmp..apt_closure) are its natural cut.
 """The offline bundle: everything an inventory's plans fetch, in one directory with a manifest.
 
 Made on a machine with network (``Maker``), used on the air-gapped side (``verify`` on the

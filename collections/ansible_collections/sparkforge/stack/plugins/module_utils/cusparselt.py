@@ -1,6 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright: sparkforge developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# Kept whole: small pure functions about one thing, NVIDIA's cuSPARSELt local repo; the apt source
+# parsing and editing (parse_one_line..one_line_source) is its natural cut if it grows.
 """cuSPARSELt local-repo knowledge, as plain functions (no Ansible imports).
 
 NVIDIA ships cuSPARSELt up to 0.8.x as a "local repo" Debian package:

@@ -1,6 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright: sparkforge developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# Kept whole: one job (probe, plan, act) of cusparselt_repo, present() alone 150 lines of ordered steps;
+# the job shape is reworked by issue 34 item 3.
 """One run of cusparselt_repo: probe what the host has (dpkg, the repo directory, apt sources,
 keyring, linker cache), list the actions and the diff, then act (download and check the local
 repo .deb, dpkg, apt-get for that source only, ldconfig) with the dpkg/apt lock waited for.

@@ -1,6 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright: sparkforge contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# Kept whole: the ports read from sysfs and NCCL's account of them (nccl_transport, diagnose) judge the
+# same links; some 40 of its lines are the docstring's hardware facts.
 """The fabric between hosts, read from sysfs alone (no ibdev2netdev, ethtool or iproute2 needed).
 
 Netdevs come from <root>/class/net/<if>/ (operstate, speed in Mb/s, mtu, address, carrier; the

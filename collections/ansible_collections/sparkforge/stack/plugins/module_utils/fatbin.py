@@ -1,6 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright: sparkforge developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# Kept whole: one binary format (fat binary containers in ELF) and the verdicts read from it; the parsers
+# and the audit share the format's constants and are checked as one against cuobjdump (test_fatbin.py).
 """Read CUDA fat binaries inside ELF files, without the CUDA toolkit.
 
 What a library can run on is decided by the device code nvcc put in it: SASS

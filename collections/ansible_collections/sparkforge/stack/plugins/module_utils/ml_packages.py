@@ -1,6 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright: sparkforge developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# Kept whole: the matrix resolution and the torch guard are the plan and the check of one pip run;
+# the pip command lines (index_args..record_provenance) are the cut once issue 34 item 3 moves Pip here.
 """The ML package layer: matrix resolution and the torch guard.
 
 Plain functions, no Ansible imports, so unit tests call them directly:

@@ -1,6 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright: sparkforge developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# Kept whole: SCRIPT is one program that the venv's python runs as a single file, with no imports from
+# the collection; issue 34 item 4 makes it a real Python file shipped with the collection.
 """The script that torch_verify runs with the stack venv's python.
 
 It is kept as text (``SCRIPT``) because it runs in another interpreter than

@@ -1,6 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright: sparkforge developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# Kept whole: judging the check script's output and rendering it read the same report dict; the
+# renderers (render_markdown..fleet_table) are the natural cut if it grows.
 """torch_verify's logic: run the check script in the venv, judge its output, render reports.
 
 Plain functions; the check script itself is in torch_check_script.SCRIPT.

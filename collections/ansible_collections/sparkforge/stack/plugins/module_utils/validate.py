@@ -1,6 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright: sparkforge developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# Kept whole: the one place every user-set variable is checked, RULES and the checkers they name;
+# the table and its checkers in two files would be one fact in two places.
 """Every user-set variable checked in one place, before anything changes on a host.
 
 The roles' ``meta/argument_specs.yml`` are the list of variables and give each its type

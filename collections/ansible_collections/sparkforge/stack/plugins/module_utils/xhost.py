@@ -1,6 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright: sparkforge contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# Kept whole: at the limit, two scripts held as text (SCRIPT, PROBE) beside the functions that run and
+# judge them.
 """Collectives across the hosts of a group: torch.distributed with one process per host.
 
 Rendezvous is a TCPStore on the first host. Every rank first announces itself in the store; the
