@@ -106,7 +106,7 @@ def test_check_reports_the_missing_pin_and_write_adds_it_with_its_source(trusted
     text = data.read_text()
     pins = yaml.safe_load(text)["sparkforge_cuda_keyring_sha256_map"]["1.1-1"]
     assert pins["ubuntu2404"] == {"x86_64": keyrings["ubuntu2404/x86_64"], "sbsa": keyrings["ubuntu2404/sbsa"]}
-    today = datetime.datetime.utcnow().strftime("%Y-%m-%d")
+    today = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")
     assert "      # source: Packages.gz of %s, read %s\n      sbsa: %s\n" % (sbsa, today, keyrings["ubuntu2404/sbsa"]) in text
     # Everything else is as it was: the header, the other pins and their sources.
     assert text.replace("      # source: Packages.gz of %s, read %s\n      sbsa: %s\n" % (

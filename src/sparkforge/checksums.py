@@ -188,7 +188,7 @@ def run(args, project_root, stdout, stderr):
     if args.write and added:
         with open(path) as handle:
             text = handle.read()
-        today = datetime.datetime.utcnow().strftime("%Y-%m-%d")
+        today = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")
         for row in added:
             text = cs.set_leaf(text, row["variable"], row["path"], row["published"],
                                "%s, read %s" % (row["source"], today))

@@ -25,6 +25,7 @@ import re
 from ansible_collections.sparkforge.stack.plugins.module_utils.cusparselt import deb_filename, parse_control_stanzas
 
 HEX64 = re.compile(r"^[0-9a-f]{64}$")
+_TEXT = (str, type(u""))
 KEYRING_VARIABLE = "sparkforge_cuda_keyring_sha256_map"
 CUSPARSELT_VARIABLE = "sparkforge_cusparselt_sha256"
 
@@ -65,7 +66,7 @@ def redistrib_files(text):
     def walk(node):
         if isinstance(node, dict):
             path, digest = node.get("relative_path"), node.get("sha256")
-            if isinstance(path, str) and isinstance(digest, str):
+            if isinstance(path, _TEXT) and isinstance(digest, _TEXT):
                 if not HEX64.match(digest.lower()):
                     raise ChecksumError("%s has sha256 %r, not 64 hexadecimal digits" % (path, digest))
                 found[path.rsplit("/", 1)[-1]] = digest.lower()
