@@ -128,9 +128,10 @@ def test_a_published_digest_that_changed_is_loud_and_never_written(trusted, tmp_
     assert ("CHANGED: sparkforge_cuda_keyring_sha256_map['1.1-1']['ubuntu2404']['x86_64'] is pinned to "
             "d2a6b11c096396d868758b86dab1823b25e14d70333f1dfa74da5ddaf6a06dba, but Packages.gz of %s/compute/cuda/repos/"
             "ubuntu2404/x86_64/ now says %s. A published file should never change" % (base, keyrings["ubuntu2404/x86_64"])) in err
-    rows = {"/".join(r["path"]): r["status"] for r in json.loads(out.split("wrote")[0])["rows"]}
+    rows = {"/".join(r["path"]): r["status"] for r in json.loads(out)["rows"]}
     assert rows == {"1.1-1/ubuntu2404/x86_64": "changed", "1.1-1/ubuntu2404/sbsa": "added"}
     pins = yaml.safe_load(data.read_text())["sparkforge_cuda_keyring_sha256_map"]["1.1-1"]["ubuntu2404"]
+    assert "wrote 1 pin to %s" % data in err
     # The missing pin is added; the changed one keeps its value.
     assert pins == {"x86_64": "d2a6b11c096396d868758b86dab1823b25e14d70333f1dfa74da5ddaf6a06dba",
                     "sbsa": keyrings["ubuntu2404/sbsa"]}

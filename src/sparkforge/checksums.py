@@ -195,7 +195,9 @@ def run(args, project_root, stdout, stderr):
         with open(path + ".tmp", "w") as handle:
             handle.write(text)
         os.replace(path + ".tmp", path)
-        stdout.write("wrote %d pin%s to %s\n" % (len(added), "" if len(added) == 1 else "s", path))
+        # With --json, stdout stays one JSON document.
+        (stderr if args.json else stdout).write("wrote %d pin%s to %s\n" % (len(added), "" if len(added) == 1 else "s",
+                                                                          path))
     if changed:
         return 3
     if args.check and added:
