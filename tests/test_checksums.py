@@ -11,9 +11,9 @@ import json
 import os
 import re
 import shutil
+import datetime
 import subprocess
 import sys
-import datetime
 
 import pytest
 import yaml
@@ -26,6 +26,8 @@ import readme  # noqa: E402
 
 from sparkforge import cli  # noqa: E402
 
+# NVIDIA's cuda-keyring 1.1-1 of ubuntu2404/x86_64 (the committed pin), which the stand-in's is not.
+NVIDIA_X86 = "d2a6b11c096396d868758b86dab1823b25e14d70333f1dfa74da5ddaf6a06dba"
 DATA_REL = "collections/ansible_collections/sparkforge/stack/roles/manifest/defaults/main"
 REDISTRIB = {
     "release_date": "2025-08-01", "release_label": "0.8.1", "release_product": "cusparselt",
@@ -90,7 +92,8 @@ def test_check_reports_the_missing_pin_and_write_adds_it_with_its_source(trusted
     code, out, err = run_cli("--manifest-dir", str(tmp_path), "--check")
     assert code == 1, out + err
     sbsa = "%s/compute/cuda/repos/ubuntu2404/sbsa/" % base
-    assert re.search(r"(?m)^added +sparkforge_cuda_keyring_sha256_map +1\.1-1/ubuntu2404/sbsa +%s \(Packages\.gz of %s\)$"
+    assert re.search(r"(?m)^added +sparkforge_cuda_keyring_sha256_map +1\.1-1/ubuntu2404/sbsa +%s "
+                     r"\(Packages\.gz of %s\)$"
                      % (keyrings["ubuntu2404/sbsa"], re.escape(sbsa)), out), out
     assert re.search(r"(?m)^same +sparkforge_cuda_keyring_sha256_map +1\.1-1/ubuntu2404/x86_64 ", out), out
     # The directories the stand-in lacks (the other distros of sparkforge_cuda_distro_map) are notes, not errors.
@@ -107,10 +110,10 @@ def test_check_reports_the_missing_pin_and_write_adds_it_with_its_source(trusted
     pins = yaml.safe_load(text)["sparkforge_cuda_keyring_sha256_map"]["1.1-1"]
     assert pins["ubuntu2404"] == {"x86_64": keyrings["ubuntu2404/x86_64"], "sbsa": keyrings["ubuntu2404/sbsa"]}
     today = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")
-    assert "      # source: Packages.gz of %s, read %s\n      sbsa: %s\n" % (sbsa, today, keyrings["ubuntu2404/sbsa"]) in text
+    written = "      # source: Packages.gz of %s, read %s\n      sbsa: %s\n" % (sbsa, today, keyrings["ubuntu2404/sbsa"])
+    assert written in text
     # Everything else is as it was: the header, the other pins and their sources.
-    assert text.replace("      # source: Packages.gz of %s, read %s\n      sbsa: %s\n" % (
-        sbsa, today, keyrings["ubuntu2404/sbsa"]), "") == before
+    assert text.replace(written, "") == before
 
     code, out, err = run_cli("--manifest-dir", str(tmp_path), "--check")
     assert code == 0, out + err
@@ -121,20 +124,18 @@ def test_a_published_digest_that_changed_is_loud_and_never_written(trusted, tmp_
     base, _ca, keyrings, _server = trusted
     data = stand_in_data(tmp_path, base, keyrings)
     # The data's pin is NVIDIA's real digest; the stand-in publishes another one for the same version.
-    text = data.read_text().replace(keyrings["ubuntu2404/x86_64"], "d2a6b11c096396d868758b86dab1823b25e14d70333f1dfa74da5ddaf6a06dba")
-    data.write_text(text)
+    data.write_text(data.read_text().replace(keyrings["ubuntu2404/x86_64"], NVIDIA_X86))
     code, out, err = run_cli("--manifest-dir", str(tmp_path), "--write", "--json")
     assert code == 3, out + err
-    assert ("CHANGED: sparkforge_cuda_keyring_sha256_map['1.1-1']['ubuntu2404']['x86_64'] is pinned to "
-            "d2a6b11c096396d868758b86dab1823b25e14d70333f1dfa74da5ddaf6a06dba, but Packages.gz of %s/compute/cuda/repos/"
-            "ubuntu2404/x86_64/ now says %s. A published file should never change" % (base, keyrings["ubuntu2404/x86_64"])) in err
+    assert ("CHANGED: sparkforge_cuda_keyring_sha256_map['1.1-1']['ubuntu2404']['x86_64'] is pinned to %s, but "
+            "Packages.gz of %s/compute/cuda/repos/ubuntu2404/x86_64/ now says %s. A published file should never change"
+            % (NVIDIA_X86, base, keyrings["ubuntu2404/x86_64"])) in err
     rows = {"/".join(r["path"]): r["status"] for r in json.loads(out)["rows"]}
     assert rows == {"1.1-1/ubuntu2404/x86_64": "changed", "1.1-1/ubuntu2404/sbsa": "added"}
     pins = yaml.safe_load(data.read_text())["sparkforge_cuda_keyring_sha256_map"]["1.1-1"]["ubuntu2404"]
     assert "wrote 1 pin to %s" % data in err
     # The missing pin is added; the changed one keeps its value.
-    assert pins == {"x86_64": "d2a6b11c096396d868758b86dab1823b25e14d70333f1dfa74da5ddaf6a06dba",
-                    "sbsa": keyrings["ubuntu2404/sbsa"]}
+    assert pins == {"x86_64": NVIDIA_X86, "sbsa": keyrings["ubuntu2404/sbsa"]}
 
 
 def test_tls_is_required_and_verified(published, tmp_path, monkeypatch):
@@ -179,10 +180,10 @@ def test_the_guide_block_as_written(published, tmp_path):
                GIT_AUTHOR_EMAIL="t@t", GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@t", no_proxy="127.0.0.1")
     for cmd in (["git", "init", "-q"], ["git", "add", "collections"], ["git", "commit", "-qm", "data"]):
         subprocess.run(cmd, cwd=str(checkout), env=env, check=True)
-    lines = readme.commands("version-pins-and-releases.md", "## Refreshing the checksums: `sparkforge versions --checksums`")
+    lines = readme.commands("version-pins-and-releases.md", "## Refreshing the checksums: `sparkforge versions --checksums`")  # noqa: E501
+    cmd = [".venv/bin/sparkforge", "versions", "--checksums"]
     assert [line.split("#")[0].split() for line in lines] == [
-        [".venv/bin/sparkforge", "versions", "--checksums"], [".venv/bin/sparkforge", "versions", "--checksums", "--check"],
-        [".venv/bin/sparkforge", "versions", "--checksums", "--write"], ["git", "diff", DATA_REL + "/checksums.yml"]]
+        cmd, cmd + ["--check"], cmd + ["--write"], ["git", "diff", DATA_REL + "/checksums.yml"]]
     runs = [subprocess.run(["bash", "-c", line], cwd=str(checkout), env=env, stdout=subprocess.PIPE,
                            stderr=subprocess.STDOUT, universal_newlines=True, timeout=300, check=False)
             for line in lines]
