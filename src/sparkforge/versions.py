@@ -30,7 +30,8 @@ MANIFEST_REL = os.path.join("collections", "ansible_collections", "sparkforge", 
 
 
 def add_parser(sub):
-    p = sub.add_parser("versions", help="check the PyTorch version data against a package index (--check, --write)",
+    p = sub.add_parser("versions", help="check the PyTorch version data against a package index, or the sha256 "
+                       "pins against their published sources (--checksums); --check, --write",
                        description=__doc__.split("\n\n", 1)[1])
     p.add_argument("--index-url", default=os.environ.get("SPARKFORGE_INDEX_URL", DEFAULT_INDEX),
                    help="simple index (PEP 503/691) URL, file:// URL or directory (default %(default)s)")
