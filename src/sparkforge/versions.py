@@ -5,6 +5,12 @@ directory work too): the torch, triton, torchvision and torchaudio releases and 
 wheel's metadata (the ``.metadata`` file, else range reads of the wheel), never a resolver.
 Reports the releases the data lacks and every pairing the wheels contradict; ``--check`` exits
 1 on either, ``--write`` updates the data files in place (comments and layout kept).
+
+``--checksums`` checks the published sha256 pins instead (checksums.yml): the cuda-keyring digest
+in the Packages index of every CUDA repository directory, the cuSPARSELt local-repo .deb in
+redistrib_<version>.json, read over https (proxies honoured) from the URLs of the data, so a mirror
+works. ``--check`` exits 1 when a pin is missing, ``--write`` adds the missing ones; a pin whose
+published digest changed is reported loudly, exits 3 and is never overwritten.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -24,7 +30,8 @@ MANIFEST_REL = os.path.join("collections", "ansible_collections", "sparkforge", 
 
 
 def add_parser(sub):
-    p = sub.add_parser("versions", help="check the PyTorch version data against a package index (--check, --write)",
+    p = sub.add_parser("versions", help="check the PyTorch version data against a package index, or the sha256 "
+                       "pins against their published sources (--checksums); --check, --write",
                        description=__doc__.split("\n\n", 1)[1])
     p.add_argument("--index-url", default=os.environ.get("SPARKFORGE_INDEX_URL", DEFAULT_INDEX),
                    help="simple index (PEP 503/691) URL, file:// URL or directory (default %(default)s)")
@@ -37,6 +44,12 @@ def add_parser(sub):
     p.add_argument("--cache-dir", default=os.path.join(os.path.expanduser("~"), ".cache", "sparkforge", "metadata"),
                    help="wheel metadata cache, keyed by the wheels' sha256 (default %(default)s)")
     p.add_argument("--timeout", type=float, default=30.0, help="seconds per request (default %(default)s)")
+    p.add_argument("--checksums", action="store_true",
+                   help="check the sha256 pins of checksums.yml against their published sources instead")
+    p.add_argument("--cuda-repo-url", help="with --checksums: the CUDA repository base URL (default: the data's "
+                   "sparkforge_cuda_repo_url)")
+    p.add_argument("--cusparselt-redist-url", help="with --checksums: where redistrib_<version>.json lives "
+                   "(default: the data's sparkforge_cusparselt_redist_url)")
     return p
 
 
@@ -59,6 +72,9 @@ SINCE = re.compile(r"^\d+\.\d+(\.\d+)?$")
 
 def run(args, project_root, stdout, stderr):
     """Returns the exit code: 0 agree, 1 findings with --check, 4 bad input, 5 index unreadable."""
+    if args.checksums:
+        from sparkforge import checksums
+        return checksums.run(args, project_root, stdout, stderr)
     if not SINCE.match(str(args.since)):
         stderr.write("sparkforge versions: --since %r is not a torch release like 2.9.0\n" % (args.since,))
         return 4
