@@ -93,8 +93,11 @@ def parse_output(stdout, stderr="", returncode=0):
 
 
 def match_platform(device_name, platforms):
-    """(key, entry) of the first platform whose ``match`` regex finds device_name; (None, None) otherwise."""
+    """(key, entry) of the first platform row with peak figures whose ``match`` regex finds device_name;
+    (None, None) otherwise.  A row without ``tflops`` only classifies GPUs (gpu_facts' class): no peak to use."""
     for key, entry in (platforms or {}).items():
+        if "tflops" not in entry:
+            continue
         if re.search(entry.get("match", key), device_name or "", re.IGNORECASE):
             return key, entry
     return None, None
