@@ -145,3 +145,17 @@ def test_bad_gather_settings_are_refused_with_what_is_wrong(tmp_path):
                            "sparkforge_gpu_platforms.gb10: match 'GB10(' is not a regular expression")):
         result, rc = run_module("stack_plan", dict(args, gather=gather))
         assert rc != 0 and words in result["msg"], (gather, result)
+
+
+def test_gpu_facts_refuses_a_gpu_table_that_cannot_classify_in_check_mode_too(tmp_path):
+    """The table is the caller's input: refused before nvidia-smi is read, whether or not the GPU is required."""
+    smi = fake_smi(str(tmp_path), "spark", GB10)
+    for check_mode in (False, True):
+        result, rc = run_module("gpu_facts", {"nvidia_smi": smi, "required": False,
+                                              "platforms": {"gb10": {"match": "GB10", "class": "DGX Spark"}}},
+                                check_mode=check_mode)
+        assert rc != 0 and result["failed"], result
+        assert "sparkforge_gpu_platforms.gb10: class must be a platform class name" in result["msg"]
+        assert "ansible_facts" not in result
+    result, rc = run_module("gpu_facts", {"nvidia_smi": smi})
+    assert rc != 0 and "missing required arguments: platforms" in result["msg"], result

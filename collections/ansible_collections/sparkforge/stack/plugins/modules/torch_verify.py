@@ -113,6 +113,8 @@ options:
     description:
       - Peak figures per platform, as in the manifest's C(sparkforge_gpu_platforms) (a C(match) regex on the
         device name, C(tflops) per precision, C(mem_bw_gbs)). Empty means no percentages.
+      - A row without C(tflops) only gives GPUs their platform class (M(sparkforge.stack.gpu_facts)); it is never
+        the peak row.
     type: dict
     default: {}
   env:
