@@ -7,7 +7,8 @@ This file is both a module_utils (torch_checks imports it for ``check_groups()``
 the module's payload) and the script itself: torch_checks writes this file's source to the host and
 runs ``<venv python> <file> '<json config>'``, because the checks need the venv's torch, which the
 module's interpreter does not have.  So it imports only the standard library at the top; torch, triton
-and pynvml are imported by ``main()`` and the checks, in the venv.
+and pynvml are imported by ``main()`` and the checks, in the venv.  It is one file of about 700 lines on
+purpose: the host runs it alone, with a Python that cannot import the collection, so all it needs is here.
 
 ``main()`` reads the JSON config from argv[1], prints one JSON document on its last stdout line, and
 never raises: a missing torch or a missing GPU is a result ("status": "no_torch" / "no_gpu"), and an
