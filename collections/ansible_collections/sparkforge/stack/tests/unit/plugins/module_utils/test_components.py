@@ -46,6 +46,28 @@ def _role_name(task):
     return None
 
 
+def _task_file(task):
+    for key in ("ansible.builtin.include_tasks", "ansible.builtin.import_tasks", "include_tasks", "import_tasks"):
+        value = task.get(key)
+        value = value.get("file") if isinstance(value, dict) else value
+        if isinstance(value, str) and "{{" not in value:
+            return value
+    return None
+
+
+def _role_gates(role, tasks_file, found):
+    """The gates of a role's task file, in order, following its static include_tasks/import_tasks."""
+    path = os.path.join(COLLECTION, "roles", role, "tasks", tasks_file)
+    if not os.path.isfile(path):
+        return
+    for task in _tasks(_load("roles", role, "tasks", tasks_file)):
+        included = _role_name(task)
+        for component in GATE.findall(_when(task)):
+            found.append((component, included.split(".")[-1] if included else None))
+        if _task_file(task):
+            _role_gates(role, _task_file(task), found)
+
+
 def provisioning_gates():
     """(component gated, role it runs or None) in the order spark.yml runs them, through the roles the plays
     list (fleet_build and fleet_install include the component roles)."""
@@ -55,13 +77,7 @@ def provisioning_gates():
             name = role["role"].split(".")[-1]
             for component in GATE.findall(_when(role)):
                 found.append((component, name))
-            main = os.path.join(COLLECTION, "roles", name, "tasks", "main.yml")
-            if not os.path.isfile(main):
-                continue
-            for task in _tasks(_load("roles", name, "tasks", "main.yml")):
-                included = _role_name(task)
-                for component in GATE.findall(_when(task)):
-                    found.append((component, included.split(".")[-1] if included else None))
+            _role_gates(name, "main.yml", found)
     return found
 
 
