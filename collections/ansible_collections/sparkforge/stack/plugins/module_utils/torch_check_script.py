@@ -166,7 +166,7 @@ def _sdpa():
         worst = None
         try:
             for bsz, heads, seq, dim, causal in shapes:
-                q, k, v = (torch.randn(bsz, heads, seq, dim, device=DEV, dtype=torch.bfloat16) for _ in range(3))
+                q, k, v = (torch.randn(bsz, heads, seq, dim, device=DEV, dtype=torch.bfloat16) for _n in range(3))
                 with sdpa_kernel([SDPBackend.MATH]):
                     ref = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal)
                 with sdpa_kernel([backend]):
@@ -334,7 +334,7 @@ class Nvml(object):
                               ("max_mem_mhz", lambda: nv.nvmlDeviceGetMaxClockInfo(handle, nv.NVML_CLOCK_MEM)),
                               ("slowdown_temp_c", lambda: nv.nvmlDeviceGetTemperatureThreshold(
                                   handle, nv.NVML_TEMPERATURE_THRESHOLD_SLOWDOWN)),
-                              ("driver", lambda: nv.nvmlSystemGetDriverVersion())):
+                              ("driver", nv.nvmlSystemGetDriverVersion)):
                 try:
                     value = func()
                     self.info[key] = value.decode() if isinstance(value, bytes) else value
@@ -391,7 +391,7 @@ def bench(func, iters, warmup=3):
         start = torch.cuda.Event(enable_timing=True)
         end = torch.cuda.Event(enable_timing=True)
         start.record()
-        for _ in range(chunk):
+        for _n in range(chunk):
             func()
         end.record()
         chunks.append((start, end))
@@ -470,7 +470,7 @@ def run_benchmarks():
         add_bench("conv2d", "fp16 B=32 %d->%d %dx%d k3" % (cin, cout, hw, hw), ms,
                   flops=2.0 * 32 * cout * hw * hw * cin * 9, kind="fp16")
     bsz, heads, seq, dim = 4, 32, 4096, 128
-    q, k, v = (torch.randn(bsz, heads, seq, dim, device=DEV, dtype=torch.bfloat16) for _ in range(3))
+    q, k, v = (torch.randn(bsz, heads, seq, dim, device=DEV, dtype=torch.bfloat16) for _n in range(3))
     flops = 4.0 * bsz * heads * seq * seq * dim / 2  # causal: half the score matrix
     for name, backend in (("flash", SDPBackend.FLASH_ATTENTION), ("mem_efficient", SDPBackend.EFFICIENT_ATTENTION),
                           ("cudnn", SDPBackend.CUDNN_ATTENTION)):
@@ -551,7 +551,7 @@ def more_benchmarks():
         for dtype, name, bsz, heads, seq, dim in ((torch.float16, "fp16", 8, 12, 512, 64),
                                                   (torch.float16, "fp16", 8, 12, 2048, 64),
                                                   (torch.bfloat16, "bf16", 4, 32, 2048, 128)):
-            q, k, v = (torch.randn(bsz, heads, seq, dim, device=DEV, dtype=dtype) for _ in range(3))
+            q, k, v = (torch.randn(bsz, heads, seq, dim, device=DEV, dtype=dtype) for _n in range(3))
             add_bench("sdpa_default", "%s B=%d H=%d S=%d D=%d (default dispatch)" % (name, bsz, heads, seq, dim),
                       bench(lambda: F.scaled_dot_product_attention(q, k, v), iters(20)),
                       flops=4.0 * bsz * heads * seq * seq * dim, kind=name)
@@ -593,8 +593,8 @@ def more_benchmarks():
             add_bench("model", "resnet50 fp16 B=%d" % bsz, ms, extra={"images_per_s": round(bsz / ms * 1e3, 1)})
 
     def compile_speedup():
-        model = torch.nn.Sequential(*[m for _ in range(4) for m in (torch.nn.Linear(1024, 1024), torch.nn.GELU(),
-                                                                    torch.nn.LayerNorm(1024))]).to(DEV).eval()
+        model = torch.nn.Sequential(*[m for _n in range(4) for m in (torch.nn.Linear(1024, 1024), torch.nn.GELU(),
+                                                                     torch.nn.LayerNorm(1024))]).to(DEV).eval()
         x = torch.randn(8, 1024, device=DEV)
         compiled = torch.compile(model, mode="reduce-overhead")
         with torch.no_grad():
