@@ -30,8 +30,7 @@ def _tasks(items):
     for task in items or []:
         yield task
         for key in ("block", "rescue", "always"):
-            for sub in _tasks(task.get(key)):
-                yield sub
+            yield from _tasks(task.get(key))
 
 
 def _when(entry):
