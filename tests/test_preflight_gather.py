@@ -38,7 +38,8 @@ def setup_facts():
 
 def plan_args(tmp_path, **more):
     m = load_manifest()
-    args = {"gather": {"nvidia_smi": fake_smi(str(tmp_path), "spark", GB10), "disk_paths": [str(tmp_path / "build")]},
+    args = {"gather": {"nvidia_smi": fake_smi(str(tmp_path), "spark", GB10), "disk_paths": [str(tmp_path / "build")],
+                       "platforms": m["sparkforge_gpu_platforms"]},
             "host": {"name": "spark"}, "checks": dict(CHECKS, build_dir=str(tmp_path / "build")),
             "settings": {"components": ["cuda_libs", "cusparselt", "pytorch"], "torch_version": "latest",
                          "torch_source": "source", "cuda_arch_list": "", "ml_profile": "minimal",
@@ -64,7 +65,8 @@ def test_one_call_returns_the_facts_of_gpu_facts_and_setup_and_plans_with_them(t
     facts = result["ansible_facts"]
     # The same facts gpu_facts returns for the same nvidia-smi and disk path.
     gpu, rc = run_module("gpu_facts", {"nvidia_smi": args["gather"]["nvidia_smi"], "required": False,
-                                       "disk_paths": args["gather"]["disk_paths"]})
+                                       "disk_paths": args["gather"]["disk_paths"],
+                                       "platforms": args["gather"]["platforms"]})
     assert rc == 0, gpu
     ours, theirs = dict(facts["sparkforge"]), dict(gpu["ansible_facts"]["sparkforge"])
     for d in (ours, theirs):  # free space and available RAM move between two reads
@@ -134,6 +136,26 @@ def test_bad_gather_settings_are_refused_with_what_is_wrong(tmp_path):
     args = plan_args(tmp_path)
     for gather, words in (({"nvidia_smi": "x", "disks": ["/"]}, "unknown key(s) disks"),
                           ({"timeout": 0}, "gather.timeout must be"),
-                          ({"disk_paths": "/opt"}, "gather.disk_paths must be a list")):
+                          ({"disk_paths": "/opt"}, "gather.disk_paths must be a list"),
+                          ({"disk_paths": []}, "gather.platforms is required"),
+                          # The GPU table is the caller's input: refused though the GPU is optional here.
+                          ({"platforms": {"gb10": {"match": "GB10"}}},
+                           "sparkforge_gpu_platforms.gb10: class must be a platform class name"),
+                          ({"platforms": {"gb10": {"match": "GB10(", "class": "dgx_spark"}}},
+                           "sparkforge_gpu_platforms.gb10: match 'GB10(' is not a regular expression")):
         result, rc = run_module("stack_plan", dict(args, gather=gather))
         assert rc != 0 and words in result["msg"], (gather, result)
+
+
+def test_gpu_facts_refuses_a_gpu_table_that_cannot_classify_in_check_mode_too(tmp_path):
+    """The table is the caller's input: refused before nvidia-smi is read, whether or not the GPU is required."""
+    smi = fake_smi(str(tmp_path), "spark", GB10)
+    for check_mode in (False, True):
+        result, rc = run_module("gpu_facts", {"nvidia_smi": smi, "required": False,
+                                              "platforms": {"gb10": {"match": "GB10", "class": "DGX Spark"}}},
+                                check_mode=check_mode)
+        assert rc != 0 and result["failed"], result
+        assert "sparkforge_gpu_platforms.gb10: class must be a platform class name" in result["msg"]
+        assert "ansible_facts" not in result
+    result, rc = run_module("gpu_facts", {"nvidia_smi": smi})
+    assert rc != 0 and "missing required arguments: platforms" in result["msg"], result

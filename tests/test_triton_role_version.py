@@ -28,7 +28,8 @@ def _picked(tmp_path, extra):
     newest = max(releases, key=lambda v: tuple(int(x) for x in v.split(".")))
     releases["9.99.0"] = dict(releases[newest], unconfirmed=["triton"])
     tasks = [
-        {"name": "Read the GPU", "sparkforge.stack.gpu_facts": {"nvidia_smi": fake_smi(str(tmp_path), "h100", H100)}},
+        {"name": "Read the GPU", "sparkforge.stack.gpu_facts": {"nvidia_smi": fake_smi(str(tmp_path), "h100", H100),
+                                                               "platforms": load_manifest()["sparkforge_gpu_platforms"]}},
         {"name": "Pick", "block": [
             {"name": "Triton role", "ansible.builtin.include_role": {"name": "sparkforge.stack.triton"},
              "vars": dict({"sparkforge_torch_releases": releases, "triton_source": "wheelhouse",

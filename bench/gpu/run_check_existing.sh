@@ -24,12 +24,14 @@ snapshot() {  # what a run may change on the host: the venv, the stack's files, 
   find "$VENV" /opt/sparkforge /etc/profile.d /etc/ld.so.conf.d /tmp/sparkforge-reports \
     -xdev -path '*/__pycache__' -prune -o -printf '%p %s %T@\n' 2>/dev/null | sort
 }
+# Every component (the one list, validate.COMPONENTS), over the inventory's [runtime_env, verify].
+ALL=$(PYTHONPATH=$REPO/collections "$PY" -c 'import json; from ansible_collections.sparkforge.stack.plugins.module_utils.validate import COMPONENTS; print(json.dumps({"sparkforge_components": list(COMPONENTS)}))')
 RC=0
 for run in check 1 2; do
   extra=()
   [ "$run" = check ] && extra=(--check --diff) && snapshot > "$OUT/before.txt"
   "$PY" /tmp/site/bin/ansible-playbook playbooks/spark.yml -i bench/gpu/inventory.yml "${extra[@]}" \
-      -e '{"sparkforge_components": [cuda_libs, cusparselt, llvm, triton, pytorch, torch_domains, ml_packages, runtime_env, verify]}' \
+      -e "$ALL" \
       -e sparkforge_torch_version="$TORCH_VERSION" -e verify_benchmarks=false -e verify_extended_benchmarks=false \
       -e sparkforge_fleet_report_dir=/tmp/sparkforge-collected -e verify_controller_dir=/tmp/sparkforge-collected \
       -e verify_run=existing-$run > "$OUT/ansible-$run.log" 2>&1

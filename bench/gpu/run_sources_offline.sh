@@ -19,7 +19,8 @@ cd "$REPO"
 "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "${WHEELS:-$REPO/.whl}"/*.whl
 export PYTHONPATH=/tmp/site ANSIBLE_CONFIG=$REPO/ansible.cfg
 TORCH_VERSION=$("$PY" -c 'import torch; print(torch.__version__.split("+")[0])')
-ALL='{"sparkforge_components": [cuda_libs, cusparselt, llvm, triton, pytorch, torch_domains, ml_packages, runtime_env, verify]}'
+# Every component (the one list, validate.COMPONENTS), over the inventory's [runtime_env, verify].
+ALL=$(PYTHONPATH=$REPO/collections "$PY" -c 'import json; from ansible_collections.sparkforge.stack.plugins.module_utils.validate import COMPONENTS; print(json.dumps({"sparkforge_components": list(COMPONENTS)}))')
 RC=0
 for run in 1 2; do
   "$PY" /tmp/site/bin/ansible-playbook playbooks/spark.yml -i bench/gpu/inventory.yml -e "$ALL" \

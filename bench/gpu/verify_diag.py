@@ -3,7 +3,7 @@
 Runs variants, each in its own fresh process, while this (parent) process samples NVML every 20 ms
 (SM/memory clock, power against the limit, temperature, throttle reasons), and matches the samples to
 each measured window.  Variants: a fresh process measuring plainly (and a sustained 6 s bf16 load);
-verify's check script (the text of torch_check_script.SCRIPT, unchanged) with no checks, with every
+verify's check script (module_utils torch_check_script.py, its main() run in this process) with no checks, with every
 check, and with one check group at a time, each followed by verify's own GEMM benchmark code and then
 by the plain measurement in the same process.
 
@@ -28,10 +28,12 @@ GEMMS = ("gemm_tf32", "gemm_fp16", "gemm_bf16", "gemm_fp8")
 # ------------------------------------------------------------------------------------------ child --
 
 def load_script():
-    ns = {}
-    with open(SCRIPT_PATH) as handle:
-        exec(compile(handle.read(), SCRIPT_PATH, "exec"), ns)
-    return ns["SCRIPT"]
+    """verify's check script (a plain Python file) as a fresh module, its main() not yet run."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("verify_script", SCRIPT_PATH)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def child(spec):
@@ -39,11 +41,13 @@ def child(spec):
     import plain_measure
     cfg = spec["script_cfg"]
     sys.argv = ["verify-script", json.dumps(cfg)]
-    ns = {"__name__": "verify_script"}
     buf = io.StringIO()
     t0 = time.time()
     with contextlib.redirect_stdout(buf):
-        exec(compile(load_script(), "verify_script", "exec"), ns)
+        script = load_script()
+        script.main(sys.argv)
+    # The script's globals: what follows reads its OUT and swaps its bench/add_bench as the script's own code sees them.
+    ns = vars(script)
     import torch
     results = {"script_seconds": time.time() - t0, "steps": []}
     out = ns["OUT"]
@@ -177,7 +181,7 @@ class Sampler(threading.Thread):
                 "power_w_max": max(r[3] for r in rows), "temp_max": max(r[4] for r in rows), "reasons": hex(reasons)}
 
 
-ALL = ["gemm", "fp8", "sdpa", "sparse24", "triton", "compile", "nccl", "gds"]
+ALL = list(load_script().check_groups())  # the check script's groups, in the order they run
 VARIANTS = {
     # name: (script config, steps after the script)
     "fresh": ({"checks": ["none"], "benchmarks": False}, ["plain", "script_gemm", "plain", "sustain", "plain"]),

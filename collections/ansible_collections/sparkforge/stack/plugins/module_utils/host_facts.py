@@ -25,6 +25,7 @@ from ansible_collections.sparkforge.stack.plugins.module_utils.platforms import 
     FactsError,
     parse_cpuinfo,
     parse_nvidia_smi_csv,
+    platform_rows,
     summarize,
 )
 
@@ -46,8 +47,8 @@ def disk_free(path):
     }
 
 
-def query_gpus(module, nvidia_smi, timeout):
-    """(path of nvidia-smi or None, list of GPU dicts, error or None)."""
+def query_gpus(module, nvidia_smi, timeout, platforms):
+    """(path of nvidia-smi or None, list of GPU dicts, error or None); ``platforms`` classifies the GPUs."""
     path = nvidia_smi if os.path.sep in nvidia_smi else module.get_bin_path(
         nvidia_smi, opt_dirs=["/usr/bin", "/usr/local/bin"])
     if not path or not os.access(path, os.X_OK):
@@ -65,14 +66,21 @@ def query_gpus(module, nvidia_smi, timeout):
     if proc.returncode != 0:
         return path, [], "%s exited %d: %s" % (" ".join(cmd), proc.returncode, (proc.stderr or out).strip())
     try:
-        return path, parse_nvidia_smi_csv(out), None
+        return path, parse_nvidia_smi_csv(out, platforms), None
     except FactsError as exc:
         return path, [], "could not read nvidia-smi output: %s" % exc
 
 
-def sparkforge_facts(module, nvidia_smi, disk_paths, timeout, required):
-    """The ``ansible_facts.sparkforge`` dict; fails the module when the GPU read is required and fails."""
-    path, gpus, error = query_gpus(module, nvidia_smi, timeout)
+def sparkforge_facts(module, nvidia_smi, disk_paths, timeout, required, platforms):
+    """The ``ansible_facts.sparkforge`` dict; fails the module when the GPU read is required and fails.
+
+    ``platforms`` is the manifest's sparkforge_gpu_platforms (each row's match and class): a table that cannot
+    classify fails the module whether or not the GPU is required (it is the caller's input, not the host's)."""
+    try:
+        platform_rows(platforms)
+    except FactsError as exc:
+        module.fail_json(msg=str(exc))
+    path, gpus, error = query_gpus(module, nvidia_smi, timeout, platforms)
     if error is None and not gpus:
         error = "nvidia-smi (%s) lists no GPU: check that the driver is loaded (lsmod | grep nvidia)" % path
     if error and required:

@@ -20,17 +20,10 @@ QUERY_FIELDS = ("index", "name", "compute_cap", "driver_version", "memory.total"
 # dedicated GPU memory (unified LPDDR5x), so memory.total is one of these.
 _NO_VALUE = ("[N/A]", "N/A", "[Not Supported]", "Not Supported", "[Unknown Error]", "")
 
-# Platform classes, first match wins (GH200 must be tried before H200, GB200
-# before B200).  Patterns match nvidia-smi's product name, case-insensitive.
-PLATFORM_TABLE = (
-    ("dgx_spark", r"\bGB10\b"),
-    ("gh200", r"\bGH200\b"),
-    ("jetson_thor", r"\bThor\b"),
-    ("blackwell_dc", r"\bG?B(100|200|300)\b"),
-    ("blackwell_rtx", r"\bRTX\s*50\d\d\b|\bRTX\s+PRO\b.*Blackwell|\bRTX\s+PRO\s+\d{4}\b"),
-    ("hopper", r"\bH(100|200|800|20)\b"),
-)
+# The class of a GPU that no row of the manifest's sparkforge_gpu_platforms matches.  Which GPU is of which
+# class is data: the rows' `class` in roles/manifest/defaults/main/platforms.yml, the only table of it.
 GENERIC_CLASS = "generic"
+CLASS_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 
 # Arm CPU part numbers seen on the supported platforms (from the MIDR register).
 ARM_CPU_PARTS = {
@@ -76,15 +69,42 @@ def capability_to_sm(capability):
     return "sm_%d%d" % (int(match.group(1)), int(match.group(2)))
 
 
-def classify_gpu(name):
-    for klass, pattern in PLATFORM_TABLE:
-        if re.search(pattern, name, re.IGNORECASE):
+def platform_rows(platforms):
+    """[(row key, compiled match, class)] of the manifest's ``sparkforge_gpu_platforms``, in its order (the first
+    matching row wins); a table that cannot classify is refused, naming the row and what it holds."""
+    if not isinstance(platforms, dict) or not platforms:
+        raise FactsError("platforms must be the manifest's sparkforge_gpu_platforms (rows with match and class), "
+                         "got %r" % (platforms,))
+    rows = []
+    for key, row in platforms.items():
+        row = row if isinstance(row, dict) else {}
+        klass = row.get("class")
+        if not isinstance(klass, str) or not CLASS_NAME.match(klass):
+            raise FactsError("sparkforge_gpu_platforms.%s: class must be a platform class name such as hopper "
+                             "(lower case, digits, _), got %r" % (key, klass))
+        if not isinstance(row.get("match"), str) or not row["match"]:
+            raise FactsError("sparkforge_gpu_platforms.%s: match must be a regular expression on the GPU's name, "
+                             "got %r" % (key, row.get("match")))
+        try:
+            rows.append((key, re.compile(row["match"], re.IGNORECASE), klass))
+        except re.error as exc:
+            raise FactsError("sparkforge_gpu_platforms.%s: match %r is not a regular expression: %s"
+                             % (key, row["match"], exc))
+    return rows
+
+
+def classify_gpu(name, rows):
+    """The class of the first row (platform_rows) whose match finds the GPU's product name, else generic."""
+    for _key, pattern, klass in rows:
+        if pattern.search(name or ""):
             return klass
     return GENERIC_CLASS
 
 
-def parse_nvidia_smi_csv(text):
-    """Parse ``nvidia-smi --query-gpu=... --format=csv[,nounits]`` output (with its header)."""
+def parse_nvidia_smi_csv(text, platforms):
+    """Parse ``nvidia-smi --query-gpu=... --format=csv[,nounits]`` output (with its header); ``platforms`` is the
+    manifest's sparkforge_gpu_platforms, which classifies each GPU."""
+    rows = platform_rows(platforms)
     lines = [line for line in text.splitlines() if line.strip()]
     if not lines:
         return []
@@ -109,7 +129,7 @@ def parse_nvidia_smi_csv(text):
             "memory_mib": parse_memory_mib(row.get("memory.total", "")),
             "uuid": row.get("uuid") or None,
             "pci_bus_id": row.get("pci.bus_id") or None,
-            "platform_class": classify_gpu(row["name"]),
+            "platform_class": classify_gpu(row["name"], rows),
         })
     return sorted(gpus, key=lambda gpu: gpu["index"])
 

@@ -26,13 +26,11 @@ from ansible_collections.sparkforge.stack.plugins.module_utils.torch_build impor
     plan_arch_list,
     python_allowed,
 )
+# The components, in the order the plays run them (validate holds the one list).
+from ansible_collections.sparkforge.stack.plugins.module_utils.validate import COMPONENTS
 
 # Compute capability major from which a GPU is a Blackwell (10.x B200/GB200, 11.0 Thor, 12.x GB10/RTX 50).
 BLACKWELL_MIN_MAJOR = 10
-
-# Components in the order the playbook runs them.
-COMPONENTS = ("cuda_libs", "cusparselt", "llvm", "triton", "pytorch", "torch_domains",
-              "ml_packages", "runtime_env", "verify")
 
 TORCH_SOURCES = ("source", "index", "wheelhouse", "existing")
 

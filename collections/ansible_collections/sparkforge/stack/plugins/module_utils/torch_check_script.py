@@ -1,15 +1,24 @@
 # -*- coding: utf-8 -*-
 # Copyright: sparkforge developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-# Kept whole: SCRIPT is one program that the venv's python runs as a single file, with no imports from
-# the collection; issue 34 item 4 makes it a real Python file shipped with the collection.
-"""The script that torch_verify runs with the stack venv's python.
+# Kept whole: the host runs this file alone, with a Python that cannot import the collection (see the
+# docstring), so every check and its helpers stay in it.
+"""The check script torch_verify runs with the stack venv's python, and the one list of its check groups.
 
-It is kept as text (``SCRIPT``) because it runs in another interpreter than
-the module: the venv's, where torch lives.  It reads a JSON config from argv[1],
-prints one JSON document on its last stdout line, and never raises: a missing
-torch or a missing GPU is a result ("status": "no_torch" / "no_gpu"), and an
+This file is both a module_utils (torch_checks imports it for ``check_groups()`` and ships its text in
+the module's payload) and the script itself: torch_checks writes this file's source to the host and
+runs ``<venv python> <file> '<json config>'``, because the checks need the venv's torch, which the
+module's interpreter does not have.  So it imports only the standard library at the top; torch, triton
+and pynvml are imported by ``main()`` and the checks, in the venv.  It is one file of about 700 lines on
+purpose: the host runs it alone, with a Python that cannot import the collection, so all it needs is here.
+
+``main()`` reads the JSON config from argv[1], prints one JSON document on its last stdout line, and
+never raises: a missing torch or a missing GPU is a result ("status": "no_torch" / "no_gpu"), and an
 exception inside one check fails that check alone.
+
+A check group is a function decorated with ``@check("<group>")`` below: that is all it takes to add
+one (torch_verify's ``checks`` option and the verify role take their names from ``check_groups()``).
+Groups run in the order they are defined.
 
 Every functional check compares against a reference with a stated tolerance:
 ``rel_err = ||out - ref||_F / ||ref||_F`` must be <= ``tolerance``, the output
@@ -22,86 +31,40 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-SCRIPT = r'''
-import json, math, os, platform, statistics, sys, time, traceback, warnings
+import json
+import math
+import os
+import platform
+import statistics
+import sys
+import time
+import traceback
+import warnings
 
-CFG = json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}
-OUT = {"schema": 1, "status": "ok", "python": sys.executable, "python_version": platform.python_version(),
-       "host_arch": platform.machine(), "versions": {}, "device": None, "arch_list": [], "warnings": [],
-       "checks": [], "benchmarks": [], "started": time.time()}
+# The run's state, set by main() (module globals, so that the checks and benchmarks read them as names).
+CFG = {}
+OUT = {}
+torch = None  # the venv's torch, imported by main()
+cap = None  # the device's compute capability, (major, minor)
+DEV = "cuda"
+ONLY = set()
+SCALE = 1.0
+NVML = None
+# Each figure is the GPU's steady rate: the operation runs back to back for WARM_S seconds first (the power
+# and clock controller settles: a dense GEMM on a 700 W H100 drops from 1980 MHz to about 1.4 GHz within
+# 100 ms and dips further when the one-second power average reaches the limit), then for at least TIME_S
+# seconds in chunks of >= 20 ms between CUDA events, with no host synchronisation between launches.
+WARM_S = 1.0
+TIME_S = 1.0
+LAST = {}
+# The check groups, (name, function) in the order they run: filled by @check below.
+CHECKS = []
 
 
 def emit():
     OUT["seconds"] = round(time.time() - OUT["started"], 2)
     sys.stdout.write("\n" + json.dumps(OUT) + "\n")
     sys.stdout.flush()
-
-
-try:
-    import torch
-except Exception as exc:  # noqa
-    OUT["status"] = "no_torch"
-    OUT["reason"] = "torch cannot be imported with %s: %s" % (sys.executable, exc)
-    emit()
-    sys.exit(0)
-
-V = OUT["versions"]
-V["torch"] = torch.__version__
-V["cuda"] = getattr(torch.version, "cuda", None)
-try:
-    V["cudnn"] = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
-except Exception:
-    V["cudnn"] = None
-try:
-    V["cusparselt"] = torch.backends.cusparselt.version() if torch.backends.cusparselt.is_available() else None
-except Exception:
-    V["cusparselt"] = None
-try:
-    V["nccl"] = ".".join(str(x) for x in torch.cuda.nccl.version())
-except Exception:
-    V["nccl"] = None
-try:
-    import triton
-    V["triton"] = triton.__version__
-except Exception:
-    V["triton"] = None
-OUT["torch_lib_dir"] = os.path.join(os.path.dirname(torch.__file__), "lib")
-
-if not torch.cuda.is_available() or torch.version.cuda is None:
-    OUT["status"] = "no_gpu"
-    if torch.version.cuda is None:
-        OUT["reason"] = "this torch (%s) is a CPU-only build" % torch.__version__
-    else:
-        OUT["reason"] = "torch %s (CUDA %s) sees no GPU: torch.cuda.device_count() = %d" % (
-            torch.__version__, torch.version.cuda, torch.cuda.device_count())
-    emit()
-    sys.exit(0)
-
-with warnings.catch_warnings(record=True) as caught:
-    warnings.simplefilter("always")
-    torch.zeros(1, device="cuda")
-    props = torch.cuda.get_device_properties(0)
-OUT["warnings"] = [str(w.message) for w in caught]
-cap = torch.cuda.get_device_capability(0)
-OUT["device"] = {"name": props.name, "capability": "%d.%d" % cap, "sm_count": props.multi_processor_count,
-                 "memory_bytes": props.total_memory, "integrated": bool(getattr(props, "is_integrated", False)),
-                 "l2_bytes": getattr(props, "L2_cache_size", None), "count": torch.cuda.device_count(),
-                 "uuid": ("GPU-%s" % props.uuid) if getattr(props, "uuid", None) else None,
-                 "index": CFG.get("gpu_index", 0)}
-OUT["arch_list"] = torch.cuda.get_arch_list()
-OUT["runtime"] = {"env": dict((k, os.environ.get(k)) for k in (
-    "CUDA_MODULE_LOADING", "PYTORCH_CUDA_ALLOC_CONF", "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE", "TRITON_PTXAS_PATH",
-    "TRITON_PTXAS_BLACKWELL_PATH", "SPARKFORGE_SDPA_DISABLE") if os.environ.get(k) is not None)}
-if CFG.get("tf32_override_configured"):
-    OUT["runtime"]["env"]["TORCH_ALLOW_TF32_CUBLAS_OVERRIDE"] = CFG["tf32_override_configured"] + " (configured; unset for the checks)"
-for _name in ("flash", "mem_efficient", "cudnn", "math"):
-    try:
-        OUT["runtime"]["sdp_%s_enabled" % _name] = bool(getattr(torch.backends.cuda, "%s_sdp_enabled" % _name)())
-    except Exception:
-        pass
-DEV = "cuda"
-ONLY = set(CFG.get("checks") or [])
-SCALE = float(CFG.get("bench_scale", 1.0))
 
 
 def stats(out, ref):
@@ -135,9 +98,23 @@ def skip(name, reason, status="skip"):
 
 
 def check(name):
+    """Register a functional check group; main() runs it (when the config's checks select it) in file order."""
     def wrap(func):
+        CHECKS.append((name, func))
+        return func
+    return wrap
+
+
+def check_groups():
+    """The check groups' names, in the order they run: the one list torch_verify and the verify role use."""
+    return tuple(name for name, _func in CHECKS)
+
+
+def run_checks():
+    """Each selected group; an exception fails that group's check alone."""
+    for name, func in CHECKS:
         if ONLY and name not in ONLY and name.split(":")[0] not in ONLY:
-            return func
+            continue
         try:
             func()
         except Exception as exc:
@@ -146,13 +123,6 @@ def check(name):
         finally:
             torch.backends.cuda.matmul.allow_tf32 = False
             torch.backends.cudnn.allow_tf32 = False
-        return func
-    return wrap
-
-
-torch.manual_seed(0)
-torch.backends.cuda.matmul.allow_tf32 = False
-torch.backends.cudnn.allow_tf32 = False
 
 
 @check("gemm")
@@ -198,7 +168,7 @@ def _sdpa():
         worst = None
         try:
             for bsz, heads, seq, dim, causal in shapes:
-                q, k, v = (torch.randn(bsz, heads, seq, dim, device=DEV, dtype=torch.bfloat16) for _ in range(3))
+                q, k, v = (torch.randn(bsz, heads, seq, dim, device=DEV, dtype=torch.bfloat16) for _n in range(3))
                 with sdpa_kernel([SDPBackend.MATH]):
                     ref = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal)
                 with sdpa_kernel([backend]):
@@ -316,6 +286,7 @@ def _gds():
     if lib is None:
         OUT["checks"].append(dict({"name": "gds_cufile", "status": "info", "detail": "libcufile not found"}, **info))
         return
+
     class Status(ctypes.Structure):
         _fields_ = [("err", ctypes.c_int), ("cu_err", ctypes.c_int)]
     lib.cuFileDriverOpen.restype = Status
@@ -365,7 +336,7 @@ class Nvml(object):
                               ("max_mem_mhz", lambda: nv.nvmlDeviceGetMaxClockInfo(handle, nv.NVML_CLOCK_MEM)),
                               ("slowdown_temp_c", lambda: nv.nvmlDeviceGetTemperatureThreshold(
                                   handle, nv.NVML_TEMPERATURE_THRESHOLD_SLOWDOWN)),
-                              ("driver", lambda: nv.nvmlSystemGetDriverVersion())):
+                              ("driver", nv.nvmlSystemGetDriverVersion)):
                 try:
                     value = func()
                     self.info[key] = value.decode() if isinstance(value, bytes) else value
@@ -397,16 +368,6 @@ class Nvml(object):
         self._stop.set()
 
 
-NVML = None
-# Each figure is the GPU's steady rate: the operation runs back to back for WARM_S seconds first (the power
-# and clock controller settles: a dense GEMM on a 700 W H100 drops from 1980 MHz to about 1.4 GHz within
-# 100 ms and dips further when the one-second power average reaches the limit), then for at least TIME_S
-# seconds in chunks of >= 20 ms between CUDA events, with no host synchronisation between launches.
-WARM_S = float(CFG.get("bench_warm_seconds", 1.0)) * min(1.0, SCALE)
-TIME_S = float(CFG.get("bench_seconds", 1.0)) * SCALE
-LAST = {}
-
-
 def bench(func, iters, warmup=3):
     """Median ms per call over timed chunks (see WARM_S/TIME_S); the window and chunk spread go to LAST."""
     done = 0
@@ -432,7 +393,7 @@ def bench(func, iters, warmup=3):
         start = torch.cuda.Event(enable_timing=True)
         end = torch.cuda.Event(enable_timing=True)
         start.record()
-        for _ in range(chunk):
+        for _n in range(chunk):
             func()
         end.record()
         chunks.append((start, end))
@@ -511,7 +472,7 @@ def run_benchmarks():
         add_bench("conv2d", "fp16 B=32 %d->%d %dx%d k3" % (cin, cout, hw, hw), ms,
                   flops=2.0 * 32 * cout * hw * hw * cin * 9, kind="fp16")
     bsz, heads, seq, dim = 4, 32, 4096, 128
-    q, k, v = (torch.randn(bsz, heads, seq, dim, device=DEV, dtype=torch.bfloat16) for _ in range(3))
+    q, k, v = (torch.randn(bsz, heads, seq, dim, device=DEV, dtype=torch.bfloat16) for _n in range(3))
     flops = 4.0 * bsz * heads * seq * seq * dim / 2  # causal: half the score matrix
     for name, backend in (("flash", SDPBackend.FLASH_ATTENTION), ("mem_efficient", SDPBackend.EFFICIENT_ATTENTION),
                           ("cudnn", SDPBackend.CUDNN_ATTENTION)):
@@ -521,8 +482,8 @@ def run_benchmarks():
             add_bench("sdpa", "%s bf16 B=%d H=%d S=%d D=%d causal" % (name, bsz, heads, seq, dim), ms,
                       flops=flops, kind="bf16", extra={"backend": name})
         except RuntimeError as exc:
-            add_bench("sdpa", "%s (unavailable)" % name, float("nan"), extra={"backend": name,
-                                                                                "error": str(exc).splitlines()[0][:200]})
+            add_bench("sdpa", "%s (unavailable)" % name, float("nan"),
+                      extra={"backend": name, "error": str(exc).splitlines()[0][:200]})
     del q, k, v
     x = torch.randn(8, 2048, 4096, device=DEV, dtype=torch.float16)
     ln = torch.nn.LayerNorm(4096).to(DEV, torch.float16)
@@ -592,7 +553,7 @@ def more_benchmarks():
         for dtype, name, bsz, heads, seq, dim in ((torch.float16, "fp16", 8, 12, 512, 64),
                                                   (torch.float16, "fp16", 8, 12, 2048, 64),
                                                   (torch.bfloat16, "bf16", 4, 32, 2048, 128)):
-            q, k, v = (torch.randn(bsz, heads, seq, dim, device=DEV, dtype=dtype) for _ in range(3))
+            q, k, v = (torch.randn(bsz, heads, seq, dim, device=DEV, dtype=dtype) for _n in range(3))
             add_bench("sdpa_default", "%s B=%d H=%d S=%d D=%d (default dispatch)" % (name, bsz, heads, seq, dim),
                       bench(lambda: F.scaled_dot_product_attention(q, k, v), iters(20)),
                       flops=4.0 * bsz * heads * seq * seq * dim, kind=name)
@@ -634,8 +595,8 @@ def more_benchmarks():
             add_bench("model", "resnet50 fp16 B=%d" % bsz, ms, extra={"images_per_s": round(bsz / ms * 1e3, 1)})
 
     def compile_speedup():
-        model = torch.nn.Sequential(*[m for _ in range(4) for m in (torch.nn.Linear(1024, 1024), torch.nn.GELU(),
-                                                                    torch.nn.LayerNorm(1024))]).to(DEV).eval()
+        model = torch.nn.Sequential(*[m for _n in range(4) for m in (torch.nn.Linear(1024, 1024), torch.nn.GELU(),
+                                                                     torch.nn.LayerNorm(1024))]).to(DEV).eval()
         x = torch.randn(8, 1024, device=DEV)
         compiled = torch.compile(model, mode="reduce-overhead")
         with torch.no_grad():
@@ -660,22 +621,109 @@ def more_benchmarks():
         guarded(name, func)
 
 
-if CFG.get("benchmarks", True):
-    started = time.time()
-    NVML = Nvml(OUT["device"].get("uuid"), float(CFG.get("nvml_interval", 0.05)))
-    OUT["nvml"] = NVML.info
-    OUT["bench_method"] = {"warm_s": WARM_S, "min_timed_s": TIME_S, "chunk_ms": 20,
-                           "figure": "median over chunks of back-to-back calls between CUDA events"}
+def main(argv=None):
+    """Run the checks (and the benchmarks) the JSON config in argv[1] asks for; print and return the result."""
+    global CFG, OUT, torch, cap, ONLY, SCALE, NVML, WARM_S, TIME_S
+    argv = sys.argv if argv is None else argv
+    CFG = json.loads(argv[1]) if len(argv) > 1 else {}
+    OUT = {"schema": 1, "status": "ok", "python": sys.executable, "python_version": platform.python_version(),
+           "host_arch": platform.machine(), "versions": {}, "device": None, "arch_list": [], "warnings": [],
+           "checks": [], "benchmarks": [], "started": time.time()}
     try:
-        run_benchmarks()
-    except Exception as exc:
-        OUT["benchmark_error"] = "%s: %s" % (type(exc).__name__, exc)
-        OUT["benchmark_trace"] = traceback.format_exc()[-1500:]
-    if CFG.get("extended_benchmarks", True):
-        more_benchmarks()
-    OUT["benchmark_seconds"] = round(time.time() - started, 1)
-    NVML.stop()
-    if NVML.error:
-        OUT["nvml"]["error"] = NVML.error
-emit()
-'''
+        import torch as venv_torch
+    except Exception as exc:  # noqa
+        OUT["status"] = "no_torch"
+        OUT["reason"] = "torch cannot be imported with %s: %s" % (sys.executable, exc)
+        emit()
+        return OUT
+    torch = venv_torch
+
+    V = OUT["versions"]
+    V["torch"] = torch.__version__
+    V["cuda"] = getattr(torch.version, "cuda", None)
+    try:
+        V["cudnn"] = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+    except Exception:
+        V["cudnn"] = None
+    try:
+        V["cusparselt"] = torch.backends.cusparselt.version() if torch.backends.cusparselt.is_available() else None
+    except Exception:
+        V["cusparselt"] = None
+    try:
+        V["nccl"] = ".".join(str(x) for x in torch.cuda.nccl.version())
+    except Exception:
+        V["nccl"] = None
+    try:
+        import triton
+        V["triton"] = triton.__version__
+    except Exception:
+        V["triton"] = None
+    OUT["torch_lib_dir"] = os.path.join(os.path.dirname(torch.__file__), "lib")
+
+    if not torch.cuda.is_available() or torch.version.cuda is None:
+        OUT["status"] = "no_gpu"
+        if torch.version.cuda is None:
+            OUT["reason"] = "this torch (%s) is a CPU-only build" % torch.__version__
+        else:
+            OUT["reason"] = "torch %s (CUDA %s) sees no GPU: torch.cuda.device_count() = %d" % (
+                torch.__version__, torch.version.cuda, torch.cuda.device_count())
+        emit()
+        return OUT
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.zeros(1, device="cuda")
+        props = torch.cuda.get_device_properties(0)
+    OUT["warnings"] = [str(w.message) for w in caught]
+    cap = torch.cuda.get_device_capability(0)
+    OUT["device"] = {"name": props.name, "capability": "%d.%d" % cap, "sm_count": props.multi_processor_count,
+                     "memory_bytes": props.total_memory, "integrated": bool(getattr(props, "is_integrated", False)),
+                     "l2_bytes": getattr(props, "L2_cache_size", None), "count": torch.cuda.device_count(),
+                     "uuid": ("GPU-%s" % props.uuid) if getattr(props, "uuid", None) else None,
+                     "index": CFG.get("gpu_index", 0)}
+    OUT["arch_list"] = torch.cuda.get_arch_list()
+    OUT["runtime"] = {"env": dict((k, os.environ.get(k)) for k in (
+        "CUDA_MODULE_LOADING", "PYTORCH_CUDA_ALLOC_CONF", "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE", "TRITON_PTXAS_PATH",
+        "TRITON_PTXAS_BLACKWELL_PATH", "SPARKFORGE_SDPA_DISABLE") if os.environ.get(k) is not None)}
+    if CFG.get("tf32_override_configured"):
+        configured = CFG["tf32_override_configured"] + " (configured; unset for the checks)"
+        OUT["runtime"]["env"]["TORCH_ALLOW_TF32_CUBLAS_OVERRIDE"] = configured
+    for name in ("flash", "mem_efficient", "cudnn", "math"):
+        try:
+            OUT["runtime"]["sdp_%s_enabled" % name] = bool(getattr(torch.backends.cuda, "%s_sdp_enabled" % name)())
+        except Exception:
+            pass
+    ONLY = set(CFG.get("checks") or [])
+    SCALE = float(CFG.get("bench_scale", 1.0))
+    WARM_S = float(CFG.get("bench_warm_seconds", 1.0)) * min(1.0, SCALE)
+    TIME_S = float(CFG.get("bench_seconds", 1.0)) * SCALE
+    LAST.clear()
+
+    torch.manual_seed(0)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    run_checks()
+
+    if CFG.get("benchmarks", True):
+        started = time.time()
+        NVML = Nvml(OUT["device"].get("uuid"), float(CFG.get("nvml_interval", 0.05)))
+        OUT["nvml"] = NVML.info
+        OUT["bench_method"] = {"warm_s": WARM_S, "min_timed_s": TIME_S, "chunk_ms": 20,
+                               "figure": "median over chunks of back-to-back calls between CUDA events"}
+        try:
+            run_benchmarks()
+        except Exception as exc:
+            OUT["benchmark_error"] = "%s: %s" % (type(exc).__name__, exc)
+            OUT["benchmark_trace"] = traceback.format_exc()[-1500:]
+        if CFG.get("extended_benchmarks", True):
+            more_benchmarks()
+        OUT["benchmark_seconds"] = round(time.time() - started, 1)
+        NVML.stop()
+        if NVML.error:
+            OUT["nvml"]["error"] = NVML.error
+    emit()
+    return OUT
+
+
+if __name__ == "__main__":
+    main()

@@ -5,7 +5,8 @@
 # renderers (render_markdown..fleet_table) are the natural cut if it grows.
 """torch_verify's logic: run the check script in the venv, judge its output, render reports.
 
-Plain functions; the check script itself is in torch_check_script.SCRIPT.
+Plain functions; the check script itself is the module_utils torch_check_script (a real Python file,
+shipped in the module's payload and written to the host to run with the venv's python).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -22,15 +23,36 @@ import time
 
 from ansible_collections.sparkforge.stack.plugins.module_utils import multi_gpu
 from ansible_collections.sparkforge.stack.plugins.module_utils import fatbin, gpu_clocks, png_chart
-from ansible_collections.sparkforge.stack.plugins.module_utils.torch_check_script import SCRIPT
+from ansible_collections.sparkforge.stack.plugins.module_utils import torch_check_script
 
-CHECK_GROUPS = ("gemm", "fp8", "sdpa", "sparse24", "triton", "compile", "nccl", "gds")
+# The functional check groups: the script's @check functions, in the order they run.
+CHECK_GROUPS = torch_check_script.check_groups()
 # Statuses that fail the host; "skip" (not applicable here), "unavailable" and "info" do not.
 FAILING = ("fail",)
 
 
 class VerifyError(Exception):
     pass
+
+
+def script_source():
+    """The check script's text, read through its module's loader: a file on the controller, the payload's
+    zip when Ansible runs the module on a host."""
+    loader = getattr(torch_check_script, "__loader__", None)
+    source = loader.get_source(torch_check_script.__name__) if loader is not None else None
+    if not source:
+        raise VerifyError("cannot read the check script's source (%s) from the module's payload"
+                          % torch_check_script.__name__)
+    return source
+
+
+def unknown_groups(checks):
+    """The names in ``checks`` that are no check group, as the error torch_verify fails with (None when all are)."""
+    unknown = [name for name in checks or [] if name not in CHECK_GROUPS]
+    if not unknown:
+        return None
+    return "checks: unknown check group(s) %s (known: %s)" % (
+        ", ".join(repr(n) for n in unknown), ", ".join(CHECK_GROUPS))
 
 
 def run_script(python, config, timeout, env=None):
@@ -41,7 +63,7 @@ def run_script(python, config, timeout, env=None):
     handle = tempfile.NamedTemporaryFile("w", prefix="sparkforge-verify-", suffix=".py", delete=False)
     try:
         with handle:
-            handle.write(SCRIPT)
+            handle.write(script_source())
         child_env = dict(os.environ)
         child_env.update(env or {})
         # The override makes cuBLAS use TF32 even where torch asks for strict FP32; the checks measure
@@ -73,8 +95,11 @@ def parse_output(stdout, stderr="", returncode=0):
 
 
 def match_platform(device_name, platforms):
-    """(key, entry) of the first platform whose ``match`` regex finds device_name; (None, None) otherwise."""
+    """(key, entry) of the first platform row with peak figures whose ``match`` regex finds device_name;
+    (None, None) otherwise.  A row without ``tflops`` only classifies GPUs (gpu_facts' class): no peak to use."""
     for key, entry in (platforms or {}).items():
+        if "tflops" not in entry:
+            continue
         if re.search(entry.get("match", key), device_name or "", re.IGNORECASE):
             return key, entry
     return None, None

@@ -22,6 +22,9 @@ import ipaddress
 import os
 import re
 
+# The stack's components, in the order the plays run them: the one list.  preflight's plan imports it; the
+# manifest's default sparkforge_components and the plays' `'<name>' in sparkforge_components` gates are YAML
+# and cannot import it, so tests/unit/plugins/module_utils/test_components.py checks them against it.
 COMPONENTS = ("cuda_libs", "cusparselt", "llvm", "triton", "pytorch", "torch_domains",
               "ml_packages", "runtime_env", "verify")
 

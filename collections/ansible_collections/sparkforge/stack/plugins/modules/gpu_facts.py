@@ -18,10 +18,10 @@ description:
     SM name such as C(sm_121), driver version, memory in MiB or C(null) when the driver reports none,
     as on GB10's unified memory, UUID, PCI bus id), the CPU (architecture, SVE2, cores, Arm core types),
     RAM, free disk at the given paths and a platform class.
-  - The platform class comes from a table of GPU product names
-    (GB10 -> C(dgx_spark), GH200 -> C(gh200), Thor -> C(jetson_thor), B200/GB200 -> C(blackwell_dc),
-    RTX 50xx/RTX PRO -> C(blackwell_rtx), H100/H200 -> C(hopper), anything else -> C(generic));
-    a host whose GPUs fall in several classes is C(mixed), a host without GPUs C(none).
+  - The platform class of each GPU is the C(class) of the first row of O(platforms) (the manifest's
+    C(sparkforge_gpu_platforms)) whose C(match) finds its product name (for example GB10 -> C(dgx_spark),
+    GH200 -> C(gh200), H100/H200 -> C(hopper)); a GPU no row matches is C(generic). A host whose GPUs fall
+    in several classes is C(mixed), a host without GPUs C(none).
   - Reads only; never changes the host.
 author:
   - sparkforge developers (@sparkforge)
@@ -48,6 +48,15 @@ options:
     description: Seconds to wait for C(nvidia-smi) (a hung driver must not hang the play).
     type: int
     default: 30
+  platforms:
+    description:
+      - The GPU table, the manifest's C(sparkforge_gpu_platforms) (roles/manifest/defaults/main/platforms.yml),
+        the one place that maps a GPU to its class - each row a C(match) regular expression on the product
+        name (case-insensitive; the first matching row wins) and a C(class).
+      - A row without a class name or with a C(match) that is no regular expression fails the task, whatever
+        O(required) says.
+    type: dict
+    required: true
 attributes:
   check_mode:
     support: full
@@ -66,10 +75,12 @@ notes:
 EXAMPLES = r"""
 - name: Gather GPU facts, failing when there is no NVIDIA driver
   sparkforge.stack.gpu_facts:
+    platforms: "{{ sparkforge_gpu_platforms }}"
 
 - name: Gather facts on a host that may have no GPU, and measure the build disk
   sparkforge.stack.gpu_facts:
     required: false
+    platforms: "{{ sparkforge_gpu_platforms }}"
     disk_paths:
       - /opt/sparkforge/build
 
@@ -131,6 +142,7 @@ def main():
             required=dict(type="bool", default=True),
             disk_paths=dict(type="list", elements="path", default=[]),
             timeout=dict(type="int", default=30),
+            platforms=dict(type="dict", required=True),
         ),
         supports_check_mode=True,
     )
@@ -139,7 +151,7 @@ def main():
 
     params = module.params
     facts = sparkforge_facts(module, params["nvidia_smi"], params["disk_paths"], params["timeout"],
-                             params["required"])
+                             params["required"], params["platforms"])
     module.exit_json(changed=False, ansible_facts={"sparkforge": facts})
 
 

@@ -37,7 +37,9 @@ options:
         C(required=false)) and C(setup) (subsets C(distribution), C(python), C(platform)) return - and return
         them as C(ansible_facts), so that preflight costs one remote call per host, not three.
       - Keys C(nvidia_smi) (path or name, default C(nvidia-smi)), C(disk_paths) (list of paths whose free space
-        to report) and C(timeout) (seconds nvidia-smi may take, default 30).
+        to report), C(timeout) (seconds nvidia-smi may take, default 30) and C(platforms) (required, the
+        manifest's C(sparkforge_gpu_platforms), whose rows' C(match) and C(class) classify the GPUs, as
+        M(sparkforge.stack.gpu_facts) takes it).
     type: dict
   host:
     description:
@@ -130,6 +132,7 @@ EXAMPLES = r"""
   sparkforge.stack.stack_plan:
     gather:
       disk_paths: [/opt/sparkforge/build]
+      platforms: "{{ sparkforge_gpu_platforms }}"
     host:
       name: "{{ inventory_hostname }}"
     checks: "{{ my_checks }}"
@@ -285,7 +288,7 @@ def _fetcher(url, timeout, limit):
     return data, None
 
 
-_GATHER_KEYS = ("nvidia_smi", "disk_paths", "timeout")
+_GATHER_KEYS = ("nvidia_smi", "disk_paths", "timeout", "platforms")
 
 
 def _gather(module, spec):
@@ -299,8 +302,12 @@ def _gather(module, spec):
     paths = spec.get("disk_paths") or []
     if not isinstance(paths, list) or not all(isinstance(p, str) and p for p in paths):
         module.fail_json(msg="gather.disk_paths must be a list of paths (got %r)" % (paths,))
+    if "platforms" not in spec:
+        module.fail_json(msg="gather.platforms is required: the manifest's sparkforge_gpu_platforms, whose rows "
+                             "classify the GPUs")
     facts = os_facts(module)
-    facts["sparkforge"] = sparkforge_facts(module, spec.get("nvidia_smi") or "nvidia-smi", paths, timeout, False)
+    facts["sparkforge"] = sparkforge_facts(module, spec.get("nvidia_smi") or "nvidia-smi", paths, timeout, False,
+                                           spec["platforms"])
     return facts
 
 

@@ -66,10 +66,13 @@ options:
     description: Name of this host in the report. Defaults to the machine's host name.
     type: str
   checks:
-    description: The functional check groups to run (all by default).
+    description:
+      - The functional check groups to run (all by default).
+      - The groups are the C(@check) functions of the check script, module_utils C(torch_check_script) (its
+        C(check_groups()); the one list, so that adding a check touches that file alone). A name that is not
+        one fails the task with the list of the known groups, before anything runs.
     type: list
     elements: str
-    choices: [gemm, fp8, sdpa, sparse24, triton, compile, nccl, gds]
   benchmarks:
     description: Run the benchmarks.
     type: bool
@@ -110,6 +113,8 @@ options:
     description:
       - Peak figures per platform, as in the manifest's C(sparkforge_gpu_platforms) (a C(match) regex on the
         device name, C(tflops) per precision, C(mem_bw_gbs)). Empty means no percentages.
+      - A row without C(tflops) only gives GPUs their platform class (M(sparkforge.stack.gpu_facts)); it is never
+        the peak row.
     type: dict
     default: {}
   env:
@@ -280,183 +285,19 @@ acceptance:
   type: dict
 """
 
-import os
-import platform as pyplatform
-import time
-
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.sparkforge.stack.plugins.module_utils import fatbin, heavy_build, multi_gpu
-from ansible_collections.sparkforge.stack.plugins.module_utils.torch_checks import (
-    CHECK_GROUPS,
-    VerifyError,
-    evaluate,
-    report_paths,
-    run_script,
-    write_reports,
-)
-
-
-def _gpu_count(module):
-    """Visible GPUs by nvidia-smi (0 when it is missing or lists none: the check script says why)."""
-    smi = module.get_bin_path("nvidia-smi")
-    if not smi:
-        return 0
-    rc, out, _err = module.run_command([smi, "--query-gpu=index", "--format=csv,noheader"])
-    return len([line for line in out.splitlines() if line.strip().isdigit()]) if rc == 0 else 0
-
-
-def _collectives(module, params, indices, env):
-    """NCCL collectives across the selected GPUs, against the link peak nvidia-smi reports."""
-    if not params["collectives"]:
-        return {"skipped": "collectives disabled (collectives: false)"}
-    if len(indices) < 2:
-        return {"skipped": "one GPU: there is nothing to run a collective between"}
-    smi = module.get_bin_path("nvidia-smi")
-    nvlink = pcie = {}
-    if smi:
-        rc, out, _err = module.run_command([smi, "nvlink", "-s"])
-        nvlink = multi_gpu.parse_nvlink_status(out) if rc == 0 else {}
-        rc, out, _err = module.run_command([smi, "--query-gpu=index,pcie.link.gen.current,pcie.link.width.current",
-                                            "--format=csv,noheader,nounits"])
-        pcie = multi_gpu.parse_pcie(out) if rc == 0 else {}
-    peak = multi_gpu.link_peak(indices, nvlink, pcie)
-    raw = multi_gpu.run_collectives(params["python"], indices, params["timeout"], env=env,
-                                    sizes=params["collective_sizes"], iters=params["collective_iters"])
-    return multi_gpu.evaluate_collectives(raw, len(indices), peak)
+from ansible_collections.sparkforge.stack.plugins.module_utils.torch_checks import VerifyError
+from ansible_collections.sparkforge.stack.plugins.module_utils.torch_verify_job import ARGUMENT_SPEC, VerifyJob
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            python=dict(type="path", required=True),
-            report_dir=dict(type="path"),
-            report_name=dict(type="str", default="verify"),
-            host_label=dict(type="str"),
-            checks=dict(type="list", elements="str", choices=list(CHECK_GROUPS)),
-            benchmarks=dict(type="bool", default=True),
-            extended_benchmarks=dict(type="bool", default=True),
-            bench_scale=dict(type="float", default=1.0),
-            gemm_size=dict(type="int", default=8192),
-            audit=dict(type="bool", default=True),
-            venv_audit=dict(type="bool", default=True),
-            venv_audit_exempt=dict(type="dict", default={}),
-            platforms=dict(type="dict", default={}),
-            env=dict(type="dict", default={}),
-            timeout=dict(type="int", default=900),
-            fail_on_failure=dict(type="bool", default=True),
-            gpus=dict(type="list", elements="int"),
-            collectives=dict(type="bool", default=True),
-            collective_sizes=dict(type="list", elements="int"),
-            collective_iters=dict(type="int", default=20),
-            inject_failure=dict(type="dict"),
-            acceptance=dict(type="dict"),
-        ),
-        supports_check_mode=True,
-    )
-    params = module.params
-    if params["bench_scale"] <= 0:
-        module.fail_json(msg="bench_scale must be positive")
-    if module.check_mode:
-        config = {"checks": ["none"], "benchmarks": False}
-    else:
-        config = {"checks": params["checks"] or [], "benchmarks": params["benchmarks"],
-                  "extended_benchmarks": params["extended_benchmarks"],
-                  "bench_scale": params["bench_scale"], "gemm_size": params["gemm_size"]}
-    env = dict((str(k), str(v)) for k, v in params["env"].items())
-    if params["inject_failure"] and "gpu" not in params["inject_failure"]:
-        module.fail_json(msg="inject_failure needs a 'gpu' index (and optionally 'check'); it is for tests only")
-    count = _gpu_count(module)
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     try:
-        indices = multi_gpu.select_gpus(params["gpus"], count) if count else []
-    except multi_gpu.MultiGpuError as exc:
+        result, failure = VerifyJob(module.params, module, check_mode=module.check_mode).run()
+    except VerifyError as exc:
         module.fail_json(msg=str(exc))
-    if indices and params["gpus"]:
-        # The first selected GPU becomes cuda:0 of the main run (checks and benchmarks).
-        env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in indices)
-    try:
-        raw, _stdout, stderr = run_script(params["python"], dict(config, gpu_index=indices[0] if indices else 0),
-                                          params["timeout"], env=env)
-        raw["gpu_index"] = indices[0] if indices else 0
-        per_gpu = collectives = None
-        if raw.get("status") == "ok" and not module.check_mode and indices:
-            # The other GPUs' functional checks run in parallel, after the benchmarks of the first
-            # (benchmark timings are not shared with other work on the host).
-            raws = [raw] + multi_gpu.run_per_gpu(run_script, params["python"], config, params["timeout"], env,
-                                                 indices[1:])
-            multi_gpu.inject_failure(raws, params["inject_failure"])
-            per_gpu = multi_gpu.merge_per_gpu(raws)
-            collectives = _collectives(module, params, indices, env)
-    except (VerifyError, multi_gpu.MultiGpuError) as exc:
-        module.fail_json(msg=str(exc))
-
-    audit = None
-    if params["audit"] and raw.get("status") == "ok" and raw.get("torch_lib_dir") and not module.check_mode:
-        try:
-            audit = fatbin.audit(raw["torch_lib_dir"], target=raw["device"]["capability"])
-            for lib in audit["libraries"]:
-                lib.pop("cuobjdump_elf", None)
-                lib.pop("cuobjdump_ptx", None)
-        except (fatbin.FatbinError, OSError) as exc:
-            audit = {"verdict": None, "error": str(exc), "libraries": [], "target": raw["device"]["capability"]}
-    venv_result = None
-    if params["venv_audit"] and raw.get("status") == "ok" and raw.get("torch_lib_dir") and not module.check_mode:
-        # torch_lib_dir is <site-packages>/torch/lib: every distribution beside torch is audited too.
-        site_dir = os.path.dirname(os.path.dirname(raw["torch_lib_dir"]))
-        started = time.time()
-        try:
-            venv_result = heavy_build.venv_audit(site_dir, raw["device"]["capability"], params["venv_audit_exempt"])
-        except (fatbin.FatbinError, OSError) as exc:
-            venv_result = {"verdict": None, "error": str(exc), "packages": {}, "failures": [],
-                           "target": raw["device"]["capability"]}
-        venv_result["seconds"] = round(time.time() - started, 2)
-
-    report = evaluate(raw, params["platforms"], audit=audit, host=params["host_label"] or pyplatform.node(),
-                      per_gpu=per_gpu, collectives=collectives, acceptance=params["acceptance"])
-    if venv_result is not None:
-        report["venv_audit"] = venv_result
-        if venv_result["failures"]:
-            report["failures"] = report["failures"] + venv_result["failures"]
-            report["failed_checks"] = report["failed_checks"] + ["venv_audit"]
-            report["passed"] = False
-            report["summary"] += "; %d package(s) in the venv without code for this GPU" % len(venv_result["failures"])
-    if module.check_mode:
-        report["failures"] = [f for f in report["failures"] if raw.get("status") != "ok"]
-        report["summary"] = "check mode: versions and device only"
-    report_files = {}
-    renderer = None
-    changed = False
-    if params["report_dir"] and module.check_mode:
-        # Every real run writes a new report: check mode says so, and where (nothing is written).
-        report_files, changed = report_paths(params["report_dir"], params["report_name"]), True
-    elif params["report_dir"]:
-        report_files, renderer = write_reports(report, params["report_dir"], params["report_name"])
-        changed = True
-    result = dict(
-        changed=changed,
-        status=raw.get("status"),
-        passed=report["passed"] if not module.check_mode else raw.get("status") == "ok",
-        summary=report["summary"],
-        failures=report["failures"],
-        failed_checks=report["failed_checks"],
-        versions=raw.get("versions", {}),
-        device=raw.get("device"),
-        arch_list=raw.get("arch_list", []),
-        arch_coverage=report.get("arch_coverage"),
-        audit_verdict=(audit or {}).get("verdict"),
-        venv_audit=venv_result,
-        checks=raw.get("checks", []),
-        benchmarks=raw.get("benchmarks", []),
-        derived=report.get("derived"),
-        platform=report.get("platform"),
-        report_files=report_files,
-        png_renderer=renderer,
-        script_stderr_tail=stderr[-2000:] if stderr else "",
-        per_gpu=per_gpu,
-        collectives=collectives,
-        acceptance=report.get("acceptance"),
-    )
-    if not module.check_mode and params["fail_on_failure"] and not report["passed"]:
-        module.fail_json(msg="verification failed on %s: %s" % (report["host"], "; ".join(report["failures"])), **result)
+    if failure:
+        module.fail_json(msg=failure, **result)
     module.exit_json(**result)
 
 

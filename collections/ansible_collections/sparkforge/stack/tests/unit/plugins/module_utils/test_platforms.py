@@ -6,11 +6,23 @@ __metaclass__ = type
 import os
 
 import pytest
+import yaml
 
 from ansible_collections.sparkforge.stack.plugins.module_utils import platforms as p
+from ansible_collections.sparkforge.stack.plugins.module_utils import torch_checks
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", "..", "..", "..", "..", "tests", "fixtures")
 SMI = os.path.join(FIXTURES, "nvidia-smi")
+MANIFEST = os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", "roles", "manifest", "defaults", "main")
+
+
+def _manifest(name):
+    with open(os.path.join(MANIFEST, name)) as handle:
+        return yaml.safe_load(handle)
+
+
+# The GPU table: platforms.yml's rows, the one place that maps a GPU to its class.
+TABLE = _manifest("platforms.yml")["sparkforge_gpu_platforms"]
 
 GB10 = (
     "index, name, compute_cap, driver_version, memory.total [MiB], uuid, pci.bus_id\n"
@@ -27,7 +39,7 @@ GRACE_CPUINFO = "".join(
 
 def test_real_h200_csv_with_units_in_header():
     with open(os.path.join(SMI, "h200-query-nounits.csv")) as handle:
-        gpus = p.parse_nvidia_smi_csv(handle.read())
+        gpus = p.parse_nvidia_smi_csv(handle.read(), TABLE)
     assert gpus == [{
         "index": 0, "name": "NVIDIA H200", "compute_capability": "9.0", "sm": "sm_90",
         "driver_version": "580.159.04", "memory_mib": 143771,
@@ -38,11 +50,11 @@ def test_real_h200_csv_with_units_in_header():
 
 def test_real_csv_with_units_in_values():
     with open(os.path.join(SMI, "h200-query-units.csv")) as handle:
-        assert p.parse_nvidia_smi_csv(handle.read())[0]["memory_mib"] == 143771
+        assert p.parse_nvidia_smi_csv(handle.read(), TABLE)[0]["memory_mib"] == 143771
 
 
 def test_gb10_unified_memory_is_null():
-    gpu = p.parse_nvidia_smi_csv(GB10)[0]
+    gpu = p.parse_nvidia_smi_csv(GB10, TABLE)[0]
     assert gpu["memory_mib"] is None
     assert (gpu["compute_capability"], gpu["sm"], gpu["platform_class"]) == ("12.1", "sm_121", "dgx_spark")
 
@@ -70,9 +82,59 @@ def test_memory_garbage_is_an_error():
     ("NVIDIA H200", "hopper"),
     ("NVIDIA A100-SXM4-80GB", "generic"),
     ("Tesla T4", "generic"),
+    # Models of a class without a row of their own (the rows that only classify).
+    ("NVIDIA B300", "blackwell_dc"),
+    ("NVIDIA GB300", "blackwell_dc"),
+    ("NVIDIA GeForce RTX 5080", "blackwell_rtx"),
+    ("NVIDIA RTX PRO 4500 Blackwell", "blackwell_rtx"),
+    ("NVIDIA H800", "hopper"),
+    ("NVIDIA H20", "hopper"),
+    ("NVIDIA H100 NVL", "hopper"),
+    ("NVIDIA H100 PCIe", "hopper"),
+    ("NVIDIA GB100", "blackwell_dc"),
 ])
 def test_platform_table(name, klass):
-    assert p.classify_gpu(name) == klass
+    assert p.classify_gpu(name, p.platform_rows(TABLE)) == klass
+
+
+def test_a_gpu_of_a_new_class_is_one_row_of_the_table():
+    table = dict(TABLE, rubin={"match": r"\bR(100|200)\b", "class": "rubin", "label": "a future part"})
+    gpus = p.parse_nvidia_smi_csv("index, name, compute_cap\n0, NVIDIA R100, 11.5\n", table)
+    assert gpus[0]["platform_class"] == "rubin"
+    # verify finds no peak figures for it (the row has none) and says so, as for any unknown GPU.
+    assert torch_checks.match_platform("NVIDIA R100", table) == (None, None)
+
+
+@pytest.mark.parametrize("table, message", [
+    ({}, "platforms must be the manifest's sparkforge_gpu_platforms"),
+    (None, "platforms must be the manifest's sparkforge_gpu_platforms"),
+    ({"gb10": {"match": "GB10"}}, "sparkforge_gpu_platforms.gb10: class must be a platform class name such as "
+                                  "hopper (lower case, digits, _), got None"),
+    ({"gb10": {"match": "GB10", "class": "DGX Spark"}}, "class must be a platform class name"),
+    ({"gb10": {"class": "dgx_spark"}}, "sparkforge_gpu_platforms.gb10: match must be a regular expression"),
+    ({"gb10": {"match": "GB(10", "class": "dgx_spark"}}, "sparkforge_gpu_platforms.gb10: match 'GB(10' is not a "
+                                                         "regular expression"),
+])
+def test_a_table_that_cannot_classify_is_refused(table, message):
+    with pytest.raises(p.FactsError) as err:
+        p.parse_nvidia_smi_csv(GB10, table)
+    assert message in str(err.value)
+
+
+def test_every_class_the_manifest_names_is_a_class_of_the_gpu_table():
+    classes = set(row["class"] for row in TABLE.values())
+    torch = _manifest("torch.yml")
+    named = set(torch["sparkforge_torch_arch_defaults"]) - {"none"}
+    for release in torch["sparkforge_torch_releases"].values():
+        named.update(release.get("good_for") or [])
+    assert named and named <= classes, sorted(named - classes)
+
+
+def test_verify_takes_peaks_only_from_rows_with_figures():
+    # The rows that only classify carry no tflops: verify reports no peak row for those GPUs, as before.
+    assert torch_checks.match_platform("NVIDIA H800", TABLE) == (None, None)
+    assert torch_checks.match_platform("NVIDIA H100 80GB HBM3", TABLE)[0] == "h100_sxm"
+    assert torch_checks.match_platform("NVIDIA GB10", TABLE)[0] == "gb10"
 
 
 def test_mixed_gpus_of_different_capability():
@@ -81,7 +143,7 @@ def test_mixed_gpus_of_different_capability():
         "1, NVIDIA GeForce RTX 5090, 12.0, 580.95.05, 32607, GPU-b\n"
         "0, NVIDIA H100 PCIe, 9.0, 580.95.05, 81559, GPU-a\n"
     )
-    gpus = p.parse_nvidia_smi_csv(text)
+    gpus = p.parse_nvidia_smi_csv(text, TABLE)
     assert [g["index"] for g in gpus] == [0, 1]
     facts = p.summarize(gpus, p.parse_cpuinfo(""), "x86_64", {"total": 2 ** 34, "available": 2 ** 33}, "/usr/bin/nvidia-smi")
     assert facts["compute_capabilities"] == ["9.0", "12.0"]
@@ -105,9 +167,9 @@ def test_x86_cpu_has_no_sve2():
 
 def test_unknown_format_is_an_error():
     with pytest.raises(p.FactsError):
-        p.parse_nvidia_smi_csv("foo, bar\n1, 2\n")
+        p.parse_nvidia_smi_csv("foo, bar\n1, 2\n", TABLE)
     with pytest.raises(p.FactsError):
-        p.parse_nvidia_smi_csv("index, name, compute_cap\n0, a, 9.0, extra\n")
+        p.parse_nvidia_smi_csv("index, name, compute_cap\n0, a, 9.0, extra\n", TABLE)
 
 
 def test_no_gpus_summary():
