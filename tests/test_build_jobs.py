@@ -18,8 +18,6 @@ import os
 import shutil
 import subprocess
 import sys
-import urllib.error
-import urllib.request
 
 import pytest
 
@@ -44,7 +42,8 @@ FIXTURE_PTXAS, python, repos = _triton_tests.FIXTURE_PTXAS, _triton_tests.python
 
 sys.path.insert(0, COLLECTIONS)
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator  # noqa: E402
-from ansible_collections.sparkforge.stack.plugins.module_utils import cusparselt_job  # noqa: E402
+from ansible_collections.sparkforge.stack.plugins.module_utils.cusparselt_job import CusparseltJob  # noqa: E402
+from ansible_collections.sparkforge.stack.plugins.module_utils.job import JobError, LocalSystem  # noqa: E402
 from ansible_collections.sparkforge.stack.plugins.module_utils.build_common import (  # noqa: E402
     BuildError, BuildLock, JobFailed)
 from ansible_collections.sparkforge.stack.plugins.module_utils.torch_job import TorchWheelJob  # noqa: E402
@@ -103,7 +102,7 @@ def test_triton_job_plans_builds_publishes_then_reuses(triton_args, repos):  # n
 def test_triton_job_refuses_a_second_run_while_one_holds_the_lock(triton_args):
     os.makedirs(triton_args["work_dir"])
     with BuildLock(os.path.join(triton_args["work_dir"], ".build.lock")):
-        with pytest.raises(JobFailed) as info:
+        with pytest.raises(JobError) as info:
             TritonLlvmJob(params("triton_llvm_build", **triton_args)).run()
     assert info.value.result["phase"] == "lock" and "another build holds the lock" in info.value.msg
     assert not os.path.exists(triton_args["wheel_dir"])
@@ -111,11 +110,11 @@ def test_triton_job_refuses_a_second_run_while_one_holds_the_lock(triton_args):
 
 def test_triton_job_bad_input_fails_in_the_plan_and_writes_nothing(triton_args, repos):  # noqa: F811
     wrong = "0" * 40
-    with pytest.raises(JobFailed) as info:
+    with pytest.raises(JobError) as info:
         TritonLlvmJob(params("triton_llvm_build", **dict(triton_args, llvm_commit=wrong))).run()
     assert info.value.result["phase"] == "plan"
     assert "pins LLVM %s in cmake/llvm-hash.txt, but llvm_commit is %s" % (repos["llvm_commit"], wrong) in info.value.msg
-    with pytest.raises(JobFailed, match="ref v9.9.9 not found"):
+    with pytest.raises(JobError, match="ref v9.9.9 not found"):
         TritonLlvmJob(params("triton_llvm_build", **dict(triton_args, triton_ref="v9.9.9"))).run()
     assert os.listdir(triton_args["work_dir"]) == [".build.lock"]
     assert not os.path.exists(triton_args["wheel_dir"])
@@ -123,7 +122,7 @@ def test_triton_job_bad_input_fails_in_the_plan_and_writes_nothing(triton_args, 
 
 def test_triton_job_failed_phase_names_the_log_and_its_tail(triton_args, monkeypatch):
     monkeypatch.setenv("FIXTURE_LLVM_FAIL", "1")  # the fixture LLVM's build stops on purpose
-    with pytest.raises(JobFailed) as info:
+    with pytest.raises(JobError) as info:
         TritonLlvmJob(params("triton_llvm_build", **triton_args)).run()
     result = info.value.result
     assert result["phase"] == "llvm-build" and result["rc"] != 0
@@ -192,33 +191,6 @@ def test_torch_job_bad_input_is_refused_before_anything_is_written(tmp_path, bui
 # ------------------------------------------------------------------ cuSPARSELt
 
 
-class LocalSystem:
-    """cusparselt_job's boundary on this machine: subprocess and urllib (TLS and proxy as urllib does)."""
-
-    def __init__(self):
-        self.warnings = []
-
-    def run(self, cmd, env=None):
-        proc = subprocess.run(cmd, env=dict(os.environ, **(env or {})), stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, universal_newlines=True, check=False)
-        return proc.returncode, proc.stdout, proc.stderr
-
-    def fetch(self, url, timeout):
-        try:
-            response = urllib.request.urlopen(url, timeout=timeout)
-        except urllib.error.HTTPError as exc:
-            return None, {"status": exc.code, "msg": exc.reason}
-        except urllib.error.URLError as exc:
-            return None, {"status": -1, "msg": str(exc.reason)}
-        return response, {"status": response.status}
-
-    def warn(self, msg):
-        self.warnings.append(msg)
-
-    def which(self, name, opt_dirs):
-        return shutil.which(name) or shutil.which(name, path=os.pathsep.join(opt_dirs))
-
-
 # What a cuSPARSELt install would touch on this machine: it must be the same after each test.
 TOUCHED = ["/etc/apt/sources.list.d", "/usr/share/keyrings", "/etc/ld.so.conf.d", "/var"]
 
@@ -258,7 +230,7 @@ def cusparselt_args(server, **more):
 def test_cusparselt_job_check_mode_lists_every_action_and_changes_nothing(nvidia_server):
     before = snapshot()
     system = LocalSystem()
-    res = cusparselt_job.run(cusparselt_args(nvidia_server), True, system, diff=True)
+    res = CusparseltJob(cusparselt_args(nvidia_server), system, True).run(diff=True)
     assert snapshot() == before
     assert res["changed"] is True and res["downloaded"] is True and system.warnings == []
     actions = res["actions"]
@@ -274,7 +246,7 @@ def test_cusparselt_job_without_checksum_warns(nvidia_server):
     system = LocalSystem()
     args = cusparselt_args(nvidia_server)
     args["checksum"] = None
-    res = cusparselt_job.run(args, True, system)
+    res = CusparseltJob(args, system, True).run()
     assert res["changed"] is True
     assert system.warnings == ["no checksum given for %s: the download is only checked for its package name and "
                                "version" % res["url"]]
@@ -285,15 +257,15 @@ def test_cusparselt_job_bad_input_fails_before_acting(nvidia_server, tmp_path):
     cache = str(tmp_path / "debs")
     wrong = "sha256:" + "0" * 64
     # Not check mode: a wrong checksum must stop the run before dpkg, with no file left behind.
-    with pytest.raises(JobFailed) as info:
-        cusparselt_job.run(cusparselt_args(nvidia_server, checksum=wrong, download_dir=cache), False, LocalSystem())
+    with pytest.raises(JobError) as info:
+        CusparseltJob(cusparselt_args(nvidia_server, checksum=wrong, download_dir=cache), LocalSystem(), False).run()
     assert info.value.msg.startswith("checksum mismatch for ") and "nothing was installed" in info.value.msg
     assert info.value.result["expected_checksum"] == wrong and os.listdir(cache) == []
-    with pytest.raises(JobFailed, match="HTTP 404 Not Found"):
-        cusparselt_job.run(cusparselt_args(nvidia_server, version="0.0.9", checksum=None), True, LocalSystem())
-    with pytest.raises(JobFailed, match="packages is empty"):
-        cusparselt_job.run(cusparselt_args(nvidia_server, packages=[]), False, LocalSystem())
-    with pytest.raises(JobFailed) as info:
-        cusparselt_job.run(cusparselt_args(nvidia_server, distro="plan9"), False, LocalSystem())
+    with pytest.raises(JobError, match="HTTP 404 Not Found"):
+        CusparseltJob(cusparselt_args(nvidia_server, version="0.0.9", checksum=None), LocalSystem(), True).run()
+    with pytest.raises(JobError, match="packages is empty"):
+        CusparseltJob(cusparselt_args(nvidia_server, packages=[]), LocalSystem(), False).run()
+    with pytest.raises(JobError) as info:
+        CusparseltJob(cusparselt_args(nvidia_server, distro="plan9"), LocalSystem(), False).run()
     assert info.value.result["distro"] == "plan9"
     assert snapshot() == before
