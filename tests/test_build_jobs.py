@@ -44,8 +44,7 @@ sys.path.insert(0, COLLECTIONS)
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator  # noqa: E402
 from ansible_collections.sparkforge.stack.plugins.module_utils.cusparselt_job import CusparseltJob  # noqa: E402
 from ansible_collections.sparkforge.stack.plugins.module_utils.job import JobError, LocalSystem  # noqa: E402
-from ansible_collections.sparkforge.stack.plugins.module_utils.build_common import (  # noqa: E402
-    BuildError, BuildLock, JobFailed)
+from ansible_collections.sparkforge.stack.plugins.module_utils.build_common import BuildLock  # noqa: E402
 from ansible_collections.sparkforge.stack.plugins.module_utils.torch_job import TorchWheelJob  # noqa: E402
 from ansible_collections.sparkforge.stack.plugins.module_utils.triton_job import TritonLlvmJob  # noqa: E402
 
@@ -76,7 +75,7 @@ def triton_args(repos, python, tmp_path):  # noqa: F811
 
 
 def test_triton_job_plans_builds_publishes_then_reuses(triton_args, repos):  # noqa: F811
-    plan = TritonLlvmJob(params("triton_llvm_build", **triton_args)).run(check_mode=True, diff=True)
+    plan = TritonLlvmJob(params("triton_llvm_build", **triton_args), LocalSystem(), check_mode=True).run(diff=True)
     assert plan["changed"] is True and plan["wheel"] is None
     assert plan["plan"]["llvm"]["build"] is True and plan["plan"]["llvm"]["why"].startswith("no LLVM stamp")
     assert plan["plan"]["triton"]["why"] == "no published wheel has cache key %s" % plan["cache_key"][:16]
@@ -84,7 +83,7 @@ def test_triton_job_plans_builds_publishes_then_reuses(triton_args, repos):  # n
     assert plan["diff"]["after"] == "triton wheel: %s\n" % plan["cache_key"]
     assert not os.path.exists(triton_args["work_dir"]) and not os.path.exists(triton_args["wheel_dir"])
 
-    built = TritonLlvmJob(params("triton_llvm_build", **triton_args)).run()
+    built = TritonLlvmJob(params("triton_llvm_build", **triton_args), LocalSystem()).run()
     assert built["changed"] is True and built["built"] == ["llvm", "triton"]
     assert built["cache_key"] == plan["cache_key"]
     with open(built["wheel"], "rb") as handle:
@@ -93,7 +92,7 @@ def test_triton_job_plans_builds_publishes_then_reuses(triton_args, repos):  # n
         assert json.load(handle)["state"] == "done"
     assert os.path.isfile(built["log"])
 
-    again = TritonLlvmJob(params("triton_llvm_build", **triton_args)).run()
+    again = TritonLlvmJob(params("triton_llvm_build", **triton_args), LocalSystem()).run()
     assert again["changed"] is False and again["built"] == []
     assert (again["wheel"], again["wheel_sha256"]) == (built["wheel"], built["wheel_sha256"])
     assert again["plan"]["llvm"]["why"] == "not needed: the Triton wheel is up to date"
@@ -103,7 +102,7 @@ def test_triton_job_refuses_a_second_run_while_one_holds_the_lock(triton_args):
     os.makedirs(triton_args["work_dir"])
     with BuildLock(os.path.join(triton_args["work_dir"], ".build.lock")):
         with pytest.raises(JobError) as info:
-            TritonLlvmJob(params("triton_llvm_build", **triton_args)).run()
+            TritonLlvmJob(params("triton_llvm_build", **triton_args), LocalSystem()).run()
     assert info.value.result["phase"] == "lock" and "another build holds the lock" in info.value.msg
     assert not os.path.exists(triton_args["wheel_dir"])
 
@@ -111,11 +110,12 @@ def test_triton_job_refuses_a_second_run_while_one_holds_the_lock(triton_args):
 def test_triton_job_bad_input_fails_in_the_plan_and_writes_nothing(triton_args, repos):  # noqa: F811
     wrong = "0" * 40
     with pytest.raises(JobError) as info:
-        TritonLlvmJob(params("triton_llvm_build", **dict(triton_args, llvm_commit=wrong))).run()
+        TritonLlvmJob(params("triton_llvm_build", **dict(triton_args, llvm_commit=wrong)), LocalSystem()).run()
     assert info.value.result["phase"] == "plan"
     assert "pins LLVM %s in cmake/llvm-hash.txt, but llvm_commit is %s" % (repos["llvm_commit"], wrong) in info.value.msg
     with pytest.raises(JobError, match="ref v9.9.9 not found"):
-        TritonLlvmJob(params("triton_llvm_build", **dict(triton_args, triton_ref="v9.9.9"))).run()
+        TritonLlvmJob(params("triton_llvm_build", **dict(triton_args, triton_ref="v9.9.9")),
+                      LocalSystem()).run()
     assert os.listdir(triton_args["work_dir"]) == [".build.lock"]
     assert not os.path.exists(triton_args["wheel_dir"])
 
@@ -123,7 +123,7 @@ def test_triton_job_bad_input_fails_in_the_plan_and_writes_nothing(triton_args, 
 def test_triton_job_failed_phase_names_the_log_and_its_tail(triton_args, monkeypatch):
     monkeypatch.setenv("FIXTURE_LLVM_FAIL", "1")  # the fixture LLVM's build stops on purpose
     with pytest.raises(JobError) as info:
-        TritonLlvmJob(params("triton_llvm_build", **triton_args)).run()
+        TritonLlvmJob(params("triton_llvm_build", **triton_args), LocalSystem()).run()
     result = info.value.result
     assert result["phase"] == "llvm-build" and result["rc"] != 0
     assert "FIXTURE_LLVM_FAIL" in result["log_tail"] and info.value.msg.startswith("phase 'llvm-build' failed")
@@ -146,13 +146,13 @@ def torch_args(tmp_path, build_python, fixture_repo, **more):  # noqa: F811
 
 def test_torch_job_plans_builds_publishes_then_reuses(tmp_path, build_python, fixture_repo):  # noqa: F811
     args = torch_args(tmp_path, build_python, fixture_repo)
-    plan = TorchWheelJob(args).run(check_mode=True)
+    plan = TorchWheelJob(args, LocalSystem(), check_mode=True).run()
     assert plan["changed"] is True and plan["wheel"] is None
     assert plan["plan"].startswith("would build torch 2.9.1 (") and "no published wheel has cache key" in plan["plan"]
     assert plan["warnings"] == []
     assert not os.path.exists(args["build_dir"]) and not os.path.exists(args["wheel_dir"])
 
-    built = TorchWheelJob(args).run()
+    built = TorchWheelJob(args, LocalSystem()).run()
     assert built["changed"] is True and built["cache_key"] == plan["cache_key"]
     with open(built["manifest"]) as handle:
         manifest = json.load(handle)
@@ -161,7 +161,7 @@ def test_torch_job_plans_builds_publishes_then_reuses(tmp_path, build_python, fi
     with open(built["wheel"], "rb") as handle:
         assert hashlib.sha256(handle.read()).hexdigest() == built["sha256"]
 
-    again = TorchWheelJob(args).run()
+    again = TorchWheelJob(args, LocalSystem()).run()
     assert again["changed"] is False and again["wheel"] == built["wheel"]
     assert again["plan"].startswith("a wheel with the same cache key is published")
 
@@ -170,7 +170,8 @@ def test_torch_job_reports_unconfirmed_pairings_as_warnings(tmp_path, build_pyth
     data = torch_data()
     release = dict(data["releases"]["2.9.1"], unconfirmed=["torchaudio"])
     data["releases"] = dict(data["releases"], **{"2.9.1": release})
-    plan = TorchWheelJob(torch_args(tmp_path, build_python, fixture_repo, torch_data=data)).run(check_mode=True)
+    plan = TorchWheelJob(torch_args(tmp_path, build_python, fixture_repo, torch_data=data), LocalSystem(),
+                         check_mode=True).run()
     assert plan["warnings"] == ["torch 2.9.1: the version data's torchaudio pairing (%s) is not confirmed against "
                                 "the release" % release["torchaudio"]]
 
@@ -178,13 +179,13 @@ def test_torch_job_reports_unconfirmed_pairings_as_warnings(tmp_path, build_pyth
 def test_torch_job_bad_input_is_refused_before_anything_is_written(tmp_path, build_python, fixture_repo):  # noqa: F811
     data = torch_data()
     del data["fixes"]
-    with pytest.raises(BuildError, match="torch_data has no 'fixes'"):
-        TorchWheelJob(torch_args(tmp_path, build_python, fixture_repo, torch_data=data)).run()
-    with pytest.raises(BuildError, match="patch file .*missing.patch does not exist"):
+    with pytest.raises(JobError, match="torch_data has no 'fixes'"):
+        TorchWheelJob(torch_args(tmp_path, build_python, fixture_repo, torch_data=data), LocalSystem()).run()
+    with pytest.raises(JobError, match="patch file .*missing.patch does not exist"):
         TorchWheelJob(torch_args(tmp_path, build_python, fixture_repo,
-                                 patches=[str(tmp_path / "missing.patch")])).run()
-    with pytest.raises(BuildError, match="ref v0.0.1 not found"):
-        TorchWheelJob(torch_args(tmp_path, build_python, fixture_repo, ref="v0.0.1")).run()
+                                 patches=[str(tmp_path / "missing.patch")]), LocalSystem()).run()
+    with pytest.raises(JobError, match="ref v0.0.1 not found"):
+        TorchWheelJob(torch_args(tmp_path, build_python, fixture_repo, ref="v0.0.1"), LocalSystem()).run()
     assert not os.path.exists(str(tmp_path / "build")) and not os.path.exists(str(tmp_path / "wheels"))
 
 

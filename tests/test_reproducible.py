@@ -24,6 +24,7 @@ sys.path.insert(0, COLLECTIONS)
 from ansible_collections.sparkforge.stack.plugins.module_utils import repro  # noqa: E402
 from ansible_collections.sparkforge.stack.plugins.module_utils import triton_build as tb  # noqa: E402
 from ansible_collections.sparkforge.stack.plugins.module_utils.fatbin import elf_sections  # noqa: E402
+from ansible_collections.sparkforge.stack.plugins.module_utils.job import LocalSystem  # noqa: E402
 from ansible_collections.sparkforge.stack.plugins.module_utils.torch_job import TorchWheelJob  # noqa: E402
 from ansible_collections.sparkforge.stack.plugins.module_utils.triton_job import TritonLlvmJob  # noqa: E402
 
@@ -75,7 +76,7 @@ def torch_pair(tmp_path_factory, build_python, fixture_repo):  # noqa: F811
                           wheel_dir=str(root / "wheels"), python=build_python, platform_class="gh200",
                           compute_capabilities=["9.0"], machine="aarch64", version="2.9.1", cuda_arch_list="9.0",
                           features={"kineto": False, "fbgemm": False}, jobs=2, ccache=False, build_deps="check")
-            results.append(TorchWheelJob(args).run())
+            results.append(TorchWheelJob(args, LocalSystem()).run())
     time.tzset()
     return results
 
@@ -183,7 +184,7 @@ def test_fixture_triton_is_byte_identical_on_two_builders(repos, python, tmp_pat
         args = params("triton_llvm_build", triton_repo=repos["triton_repo"], triton_ref="v3.6.0",
                       llvm_repo="file://" + repos["llvm_repo"], work_dir=str(root / "work"),
                       wheel_dir=str(root / "wheels"), python=python, ptxas_path=FIXTURE_PTXAS, jobs="2")
-        results.append(TritonLlvmJob(args).run())
+        results.append(TritonLlvmJob(args, LocalSystem()).run())
     first, second = results
     assert first["built"] == second["built"] == ["llvm", "triton"]
     assert first["cache_key"] == second["cache_key"] and first["wheel"] != second["wheel"]

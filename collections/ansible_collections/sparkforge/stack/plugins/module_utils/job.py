@@ -10,7 +10,10 @@
 * ``JobError``: every failure of a job, with the message, the tail of the failing tool's output
   (``tail``, None when no tool ran) and the result fields the module reports with it.  Bad input
   raises it from ``plan()``, before anything on the host changed.
-* ``system``: the boundary to the host (commands, downloads, warnings, tool lookup).  The module
+* ``system``: the boundary to the host (commands, downloads, warnings, tool lookup): ``run(cmd,
+  env=None, cwd=None) -> (rc, out, err)`` (rc 127 when the program does not exist, as a shell
+  says), ``fetch(url, timeout) -> (response or None, info)`` (fetch_url's shape), ``warn(msg)``,
+  ``which(name, opt_dirs=())``.  The module
   passes ``AnsibleSystem`` (run_command, fetch_url: TLS verified, proxies honoured), the
   integration tests ``LocalSystem`` (subprocess, urllib), unit tests a stand-in that answers the
   commands a host would.  Files are read and written with the standard library: tests give the
@@ -57,6 +60,22 @@ def output_tail(out, err=""):
     """The last TAIL_CHARS of what a tool printed (stderr first: that is where tools say why)."""
     text = (err or "").strip() or (out or "").strip()
     return text[-TAIL_CHARS:]
+
+
+def git_output(system, args, cwd):
+    """``git args`` in ``cwd`` through ``system``: its stripped output; JobError (with git's output)
+    when it fails."""
+    rc, out, err = system.run(["git"] + list(args), cwd=cwd)
+    if rc != 0:
+        raise JobError("git %s failed in %s: %s" % (" ".join(args), cwd, err.strip()), tail=output_tail(out, err))
+    return out.strip()
+
+
+def capture(system, cmd, cwd=None):
+    """(rc, stdout and stderr as one text) of ``cmd`` through ``system``: for tools whose answer may
+    come on either stream."""
+    rc, out, err = system.run(cmd, cwd=cwd)
+    return rc, out + err
 
 
 class Plan:
@@ -118,8 +137,11 @@ class LocalSystem:
         self.warnings = []
 
     def run(self, cmd, env=None, cwd=None):
-        proc = subprocess.Popen(cmd, env=dict(os.environ, **(env or {})), cwd=cwd, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE)
+        try:
+            proc = subprocess.Popen(cmd, env=dict(os.environ, **(env or {})), cwd=cwd, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE)
+        except OSError as exc:  # no such program: what a shell answers
+            return 127, "", str(exc)
         out, err = proc.communicate()
         return proc.returncode, out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
 
@@ -151,7 +173,12 @@ class AnsibleSystem:
         self.fetch_url = fetch_url
 
     def run(self, cmd, env=None, cwd=None):
-        return self.module.run_command(cmd, environ_update=env or {}, cwd=cwd)
+        try:
+            # Not run_command's own handling: it ends the module when the program is missing, and a
+            # job probes for tools that may be absent (nvcc on a CPU-only build).
+            return self.module.run_command(cmd, environ_update=env or {}, cwd=cwd, handle_exceptions=False)
+        except OSError as exc:
+            return 127, "", str(exc)
 
     def fetch(self, url, timeout):
         if self.fetch_url is None:
