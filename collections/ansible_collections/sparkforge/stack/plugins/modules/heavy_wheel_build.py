@@ -171,7 +171,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.sparkforge.stack.plugins.module_utils import heavy_build
 from ansible_collections.sparkforge.stack.plugins.module_utils import heavy_wheels
 from ansible_collections.sparkforge.stack.plugins.module_utils import ml_packages as mp
-from ansible_collections.sparkforge.stack.plugins.module_utils.build_common import BuildError
+from ansible_collections.sparkforge.stack.plugins.module_utils.job import AnsibleSystem, JobError
 from ansible_collections.sparkforge.stack.plugins.module_utils.pip_env import scrub_process_environ
 
 
@@ -219,10 +219,11 @@ def main():
         module.fail_json(msg="cannot plan the class's GPU package builds: %s" % exc)
     # The host's own pip configuration adds nothing: every source is the plan's.
     scrub_process_environ()
+    job = heavy_wheels.HeavyWheelsJob(dict(p, plan=plan), AnsibleSystem(module), module.check_mode)
     try:
-        result = heavy_wheels.run(p, plan, check_mode=module.check_mode)
-    except BuildError as exc:
-        module.fail_json(msg=str(exc))
+        result = job.run()
+    except JobError as exc:
+        module.fail_json(**exc.fail_args())
     module.exit_json(**result)
 
 
