@@ -319,8 +319,6 @@ def gpu_plan(p, plan):
         raise JobError("cannot plan the GPU source build(s): %s" % exc)
 
 
-
-
 class MlPackagesJob(Job):
     """params: the ml_packages module's options; system: module_utils/job.py's seam (pip runs there)."""
 

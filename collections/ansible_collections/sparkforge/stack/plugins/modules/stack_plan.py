@@ -332,5 +332,6 @@ def main():
         result["ansible_facts"] = gathered
     module.exit_json(**result)
 
+
 if __name__ == "__main__":
     main()

@@ -79,8 +79,8 @@ def test_a_fresh_host_plans_llvm_and_triton_from_the_probes_only(host):
 
 def test_the_plan_lists_each_build_with_its_reason(host):
     plan = TritonLlvmJob(params(host), host).plan()
-    assert plan.changes == ["build llvm: no LLVM stamp in %s" % tb.default_llvm_prefix(host.dirs["work_dir"],
-                                                                                      LLVM_COMMIT),
+    prefix = tb.default_llvm_prefix(host.dirs["work_dir"], LLVM_COMMIT)
+    assert plan.changes == ["build llvm: no LLVM stamp in %s" % prefix,
                             "build triton: no published wheel has cache key %s" % plan.result["cache_key"][:16]]
 
 
