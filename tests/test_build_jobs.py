@@ -21,7 +21,7 @@ import sys
 
 import pytest
 
-from helpers import COLLECTIONS, REPO
+from helpers import COLLECTIONS, REPO, run_module
 
 
 def _sibling(name):
@@ -269,4 +269,18 @@ def test_cusparselt_job_bad_input_fails_before_acting(nvidia_server, tmp_path):
     with pytest.raises(JobError) as info:
         CusparseltJob(cusparselt_args(nvidia_server, distro="plan9"), LocalSystem(), False).run()
     assert info.value.result["distro"] == "plan9"
+    assert snapshot() == before
+
+
+def test_the_module_runs_the_job_through_ansible_run_command_and_fetch_url(nvidia_server):
+    """The glue: AnsibleSystem (run_command, fetch_url) gives the job the same answers as LocalSystem."""
+    before = snapshot()
+    args = dict(version="0.8.1", distro="ubuntu2404", arch="amd64", base_url=nvidia_server.base_url, lock_timeout=5,
+                checksum="sha256:" + nvidia_server.manifest["cusparselt"]["0.8.1"]["debs"]["amd64"]["sha256"])
+    res, rc = run_module("cusparselt_repo", args, check_mode=True, diff=True)
+    assert rc == 0 and not res.get("failed"), res
+    direct = CusparseltJob(cusparselt_args(nvidia_server), LocalSystem(), True).run(diff=True)
+    assert res["actions"] == direct["actions"] and res["diff"] == direct["diff"] and res["changed"] is True
+    missing, rc = run_module("cusparselt_repo", dict(args, version="0.0.9", checksum=None), check_mode=True)
+    assert rc != 0 and "HTTP 404 Not Found" in missing["msg"]
     assert snapshot() == before
