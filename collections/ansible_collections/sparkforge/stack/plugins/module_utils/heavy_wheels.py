@@ -222,13 +222,29 @@ def build_one(item, p, index, base_env, cuda, python_id, check_mode=False):
         shutil.rmtree(work, ignore_errors=True)
 
 
+def resolve_items(p):
+    """The matrix resolved for the class (as the hosts' ml_packages resolves it), each GPU build given
+    its environment and audit targets; JobError on bad input."""
+    host = {"arch": p["arch"], "platform_class": p["platform_class"], "cuda_major": p["cuda_major"]}
+    try:
+        items = mp.resolve(p["matrix"], p["profiles"], p["pins"], host, profile=p["profile"], packages=p["packages"],
+                           allow_source_builds=p["allow_source_builds"])
+        for item in class_builds(items)[0]:
+            item["gpu_env"], item["gpu_notes"], item["audit_targets"] = plan_item(
+                item, p["cuda_arch_list"], p["audit_targets"], p["build_cpus"], p["build_memory_gib"])
+    except (mp.MatrixError, heavy_build.HeavyBuildError) as exc:
+        raise BuildError("cannot plan the class's GPU package builds: %s" % exc)
+    return items
+
+
 class HeavyWheelsJob(Job):
-    """params: heavy_wheel_build's options and ``plan`` (the resolved items, ``gpu_env`` and
-    ``audit_targets`` set); system: module_utils/job.py's seam."""
+    """params: heavy_wheel_build's options (``plan``: the items already resolved, else resolve_items);
+    system: module_utils/job.py's seam."""
 
     def plan(self):
         p = self.params
-        heavy, notes = class_builds(p["plan"])
+        items = p["plan"] if p.get("plan") is not None else resolve_items(p)
+        heavy, notes = class_builds(items)
         result = {"changed": False, "wheels": [], "notes": notes}
         if not heavy:
             return Plan([], result)

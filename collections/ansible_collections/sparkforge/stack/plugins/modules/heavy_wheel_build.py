@@ -168,9 +168,7 @@ notes:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.sparkforge.stack.plugins.module_utils import heavy_build
 from ansible_collections.sparkforge.stack.plugins.module_utils import heavy_wheels
-from ansible_collections.sparkforge.stack.plugins.module_utils import ml_packages as mp
 from ansible_collections.sparkforge.stack.plugins.module_utils.job import AnsibleSystem, JobError
 from ansible_collections.sparkforge.stack.plugins.module_utils.pip_env import scrub_process_environ
 
@@ -205,21 +203,9 @@ def main():
         ),
         supports_check_mode=True,
     )
-    p = module.params
-    host = {"arch": p["arch"], "platform_class": p["platform_class"], "cuda_major": p["cuda_major"]}
-    try:
-        plan = mp.resolve(p["matrix"], p["profiles"], p["pins"], host, profile=p["profile"], packages=p["packages"],
-                          allow_source_builds=p["allow_source_builds"])
-        heavy, _notes = heavy_wheels.class_builds(plan)
-        if heavy:
-            for item in heavy:
-                item["gpu_env"], item["gpu_notes"], item["audit_targets"] = heavy_wheels.plan_item(
-                    item, p["cuda_arch_list"], p["audit_targets"], p["build_cpus"], p["build_memory_gib"])
-    except (mp.MatrixError, heavy_build.HeavyBuildError) as exc:
-        module.fail_json(msg="cannot plan the class's GPU package builds: %s" % exc)
     # The host's own pip configuration adds nothing: every source is the plan's.
     scrub_process_environ()
-    job = heavy_wheels.HeavyWheelsJob(dict(p, plan=plan), AnsibleSystem(module), module.check_mode)
+    job = heavy_wheels.HeavyWheelsJob(module.params, AnsibleSystem(module), module.check_mode)
     try:
         result = job.run()
     except JobError as exc:

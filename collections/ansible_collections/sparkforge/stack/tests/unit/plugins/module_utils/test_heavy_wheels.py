@@ -112,3 +112,16 @@ def test_a_broken_nvcc_is_refused_with_its_output_before_any_download(tmp_path):
     assert info.value.msg.startswith("%s --version failed (exit 1): nvcc: error while loading" % nvcc)
     assert info.value.tail == "nvcc: error while loading shared libraries: libnvvm.so"
     assert host.ran == [[str(nvcc), "--version"]] and not os.path.exists(p["wheel_dir"])
+
+
+def test_the_job_resolves_the_matrix_and_refuses_a_bad_arch_list_before_the_host_is_asked(tmp_path):
+    p = {"venv": str(tmp_path / "venv"), "depends_on": "", "cuda_home": str(tmp_path), "matrix": MATRIX,
+         "profiles": {}, "pins": {"flash-attn": "2.8.3.post2"}, "profile": None, "packages": ["flash-attn"],
+         "arch": "aarch64", "platform_class": "dgx_spark", "cuda_major": 13, "allow_source_builds": True,
+         "cuda_arch_list": "sm_121", "audit_targets": ["12.1"], "build_cpus": 8, "build_memory_gib": 64.0}
+    host = FakeSystem()
+    with pytest.raises(JobError, match="cannot plan the class's GPU package builds: .*cuda_arch_list='sm_121'"):
+        hw.HeavyWheelsJob(p, host, check_mode=True).run()
+    res = hw.HeavyWheelsJob(dict(p, cuda_arch_list="12.1"), host, check_mode=True).run()
+    assert [w["name"] for w in res["wheels"]] == ["flash-attn"] and res["changed"] is True
+    assert "against the torch this run builds" in res["wheels"][0]["plan"] and host.ran == []
