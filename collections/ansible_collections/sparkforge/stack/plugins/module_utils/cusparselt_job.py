@@ -40,7 +40,6 @@ class CusparseltJob(Job):
 
     def __init__(self, params, system, check_mode=False):
         Job.__init__(self, params, system, check_mode)
-        self.check = check_mode
         self.actions = []
         self.changed = False
         self.deadline = None
@@ -379,7 +378,7 @@ def plan_present(runner, ctx):
         deb_name = cl.deb_filename(version, distro, arch)
         if params["download_dir"]:
             if not os.path.isdir(params["download_dir"]):
-                if runner.check:
+                if runner.check_mode:
                     runner.tmpdir = tempfile.mkdtemp(prefix="cusparselt-")
                 else:
                     os.makedirs(params["download_dir"], 0o755)
