@@ -22,6 +22,7 @@ from ansible_collections.sparkforge.stack.plugins.module_utils import bundle
 from ansible_collections.sparkforge.stack.plugins.module_utils import torch_build as tb
 from ansible_collections.sparkforge.stack.plugins.module_utils.job import Job, JobError, Plan
 
+
 def make(p, fetch, check_mode):
     """Fetch what the plans need into p["dest"] (in check mode: list it); (maker, manifest, log)."""
     log = []

@@ -177,5 +177,6 @@ def main():
         module.fail_json(**exc.fail_args())
     module.exit_json(**result)
 
+
 if __name__ == "__main__":
     main()
