@@ -15,11 +15,11 @@
   says), ``fetch(url, timeout) -> (response or None, info)`` (fetch_url's shape), ``warn(msg)``,
   ``which(name, opt_dirs=())``.  The module
   passes ``AnsibleSystem`` (run_command, fetch_url: TLS verified, proxies honoured), the
-  integration tests ``LocalSystem`` (subprocess, urllib), unit tests a stand-in that answers the
+  integration tests ``LocalSystem`` (subprocess, open_url), unit tests a stand-in that answers the
   commands a host would.  Files are read and written with the standard library: tests give the
   job directories under a temporary path.
 
-No Ansible imports, so unit tests import this directly.
+No AnsibleModule needed: unit tests import this directly.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -30,7 +30,8 @@ import os
 import shutil
 import subprocess
 from urllib.error import HTTPError, URLError
-from urllib.request import urlopen
+
+from ansible.module_utils.urls import open_url
 
 # How much of a failing tool's output a JobError keeps (the end is where tools say why).
 TAIL_CHARS = 2000
@@ -129,8 +130,8 @@ class Job:
 
 
 class LocalSystem:
-    """The host this process runs on, without Ansible: subprocess, urllib (TLS verified by
-    Python's default context, proxies from the environment) and shutil.which.  Warnings are
+    """The host this process runs on, without a module: subprocess, Ansible's open_url (TLS
+    verified, proxies from the environment) and shutil.which.  Warnings are
     kept in ``warnings`` for the caller to show."""
 
     def __init__(self):
@@ -147,7 +148,7 @@ class LocalSystem:
 
     def fetch(self, url, timeout):
         try:
-            response = urlopen(url, timeout=timeout)
+            response = open_url(url, timeout=timeout, validate_certs=True, follow_redirects="all", use_proxy=True)
         except HTTPError as exc:
             return None, {"status": exc.code, "msg": str(exc.reason)}
         except URLError as exc:
