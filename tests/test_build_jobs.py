@@ -18,12 +18,10 @@ import os
 import shutil
 import subprocess
 import sys
-import urllib.error
-import urllib.request
 
 import pytest
 
-from helpers import COLLECTIONS, REPO
+from helpers import COLLECTIONS, REPO, run_module
 
 
 def _sibling(name):
@@ -44,9 +42,9 @@ FIXTURE_PTXAS, python, repos = _triton_tests.FIXTURE_PTXAS, _triton_tests.python
 
 sys.path.insert(0, COLLECTIONS)
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator  # noqa: E402
-from ansible_collections.sparkforge.stack.plugins.module_utils import cusparselt_job  # noqa: E402
-from ansible_collections.sparkforge.stack.plugins.module_utils.build_common import (  # noqa: E402
-    BuildError, BuildLock, JobFailed)
+from ansible_collections.sparkforge.stack.plugins.module_utils.cusparselt_job import CusparseltJob  # noqa: E402
+from ansible_collections.sparkforge.stack.plugins.module_utils.job import JobError, LocalSystem  # noqa: E402
+from ansible_collections.sparkforge.stack.plugins.module_utils.build_common import BuildLock  # noqa: E402
 from ansible_collections.sparkforge.stack.plugins.module_utils.torch_job import TorchWheelJob  # noqa: E402
 from ansible_collections.sparkforge.stack.plugins.module_utils.triton_job import TritonLlvmJob  # noqa: E402
 
@@ -77,7 +75,7 @@ def triton_args(repos, python, tmp_path):  # noqa: F811
 
 
 def test_triton_job_plans_builds_publishes_then_reuses(triton_args, repos):  # noqa: F811
-    plan = TritonLlvmJob(params("triton_llvm_build", **triton_args)).run(check_mode=True, diff=True)
+    plan = TritonLlvmJob(params("triton_llvm_build", **triton_args), LocalSystem(), check_mode=True).run(diff=True)
     assert plan["changed"] is True and plan["wheel"] is None
     assert plan["plan"]["llvm"]["build"] is True and plan["plan"]["llvm"]["why"].startswith("no LLVM stamp")
     assert plan["plan"]["triton"]["why"] == "no published wheel has cache key %s" % plan["cache_key"][:16]
@@ -85,7 +83,7 @@ def test_triton_job_plans_builds_publishes_then_reuses(triton_args, repos):  # n
     assert plan["diff"]["after"] == "triton wheel: %s\n" % plan["cache_key"]
     assert not os.path.exists(triton_args["work_dir"]) and not os.path.exists(triton_args["wheel_dir"])
 
-    built = TritonLlvmJob(params("triton_llvm_build", **triton_args)).run()
+    built = TritonLlvmJob(params("triton_llvm_build", **triton_args), LocalSystem()).run()
     assert built["changed"] is True and built["built"] == ["llvm", "triton"]
     assert built["cache_key"] == plan["cache_key"]
     with open(built["wheel"], "rb") as handle:
@@ -94,7 +92,7 @@ def test_triton_job_plans_builds_publishes_then_reuses(triton_args, repos):  # n
         assert json.load(handle)["state"] == "done"
     assert os.path.isfile(built["log"])
 
-    again = TritonLlvmJob(params("triton_llvm_build", **triton_args)).run()
+    again = TritonLlvmJob(params("triton_llvm_build", **triton_args), LocalSystem()).run()
     assert again["changed"] is False and again["built"] == []
     assert (again["wheel"], again["wheel_sha256"]) == (built["wheel"], built["wheel_sha256"])
     assert again["plan"]["llvm"]["why"] == "not needed: the Triton wheel is up to date"
@@ -103,28 +101,29 @@ def test_triton_job_plans_builds_publishes_then_reuses(triton_args, repos):  # n
 def test_triton_job_refuses_a_second_run_while_one_holds_the_lock(triton_args):
     os.makedirs(triton_args["work_dir"])
     with BuildLock(os.path.join(triton_args["work_dir"], ".build.lock")):
-        with pytest.raises(JobFailed) as info:
-            TritonLlvmJob(params("triton_llvm_build", **triton_args)).run()
+        with pytest.raises(JobError) as info:
+            TritonLlvmJob(params("triton_llvm_build", **triton_args), LocalSystem()).run()
     assert info.value.result["phase"] == "lock" and "another build holds the lock" in info.value.msg
     assert not os.path.exists(triton_args["wheel_dir"])
 
 
 def test_triton_job_bad_input_fails_in_the_plan_and_writes_nothing(triton_args, repos):  # noqa: F811
     wrong = "0" * 40
-    with pytest.raises(JobFailed) as info:
-        TritonLlvmJob(params("triton_llvm_build", **dict(triton_args, llvm_commit=wrong))).run()
+    with pytest.raises(JobError) as info:
+        TritonLlvmJob(params("triton_llvm_build", **dict(triton_args, llvm_commit=wrong)), LocalSystem()).run()
     assert info.value.result["phase"] == "plan"
     assert "pins LLVM %s in cmake/llvm-hash.txt, but llvm_commit is %s" % (repos["llvm_commit"], wrong) in info.value.msg
-    with pytest.raises(JobFailed, match="ref v9.9.9 not found"):
-        TritonLlvmJob(params("triton_llvm_build", **dict(triton_args, triton_ref="v9.9.9"))).run()
+    with pytest.raises(JobError, match="ref v9.9.9 not found"):
+        TritonLlvmJob(params("triton_llvm_build", **dict(triton_args, triton_ref="v9.9.9")),
+                      LocalSystem()).run()
     assert os.listdir(triton_args["work_dir"]) == [".build.lock"]
     assert not os.path.exists(triton_args["wheel_dir"])
 
 
 def test_triton_job_failed_phase_names_the_log_and_its_tail(triton_args, monkeypatch):
     monkeypatch.setenv("FIXTURE_LLVM_FAIL", "1")  # the fixture LLVM's build stops on purpose
-    with pytest.raises(JobFailed) as info:
-        TritonLlvmJob(params("triton_llvm_build", **triton_args)).run()
+    with pytest.raises(JobError) as info:
+        TritonLlvmJob(params("triton_llvm_build", **triton_args), LocalSystem()).run()
     result = info.value.result
     assert result["phase"] == "llvm-build" and result["rc"] != 0
     assert "FIXTURE_LLVM_FAIL" in result["log_tail"] and info.value.msg.startswith("phase 'llvm-build' failed")
@@ -147,13 +146,13 @@ def torch_args(tmp_path, build_python, fixture_repo, **more):  # noqa: F811
 
 def test_torch_job_plans_builds_publishes_then_reuses(tmp_path, build_python, fixture_repo):  # noqa: F811
     args = torch_args(tmp_path, build_python, fixture_repo)
-    plan = TorchWheelJob(args).run(check_mode=True)
+    plan = TorchWheelJob(args, LocalSystem(), check_mode=True).run()
     assert plan["changed"] is True and plan["wheel"] is None
     assert plan["plan"].startswith("would build torch 2.9.1 (") and "no published wheel has cache key" in plan["plan"]
     assert plan["warnings"] == []
     assert not os.path.exists(args["build_dir"]) and not os.path.exists(args["wheel_dir"])
 
-    built = TorchWheelJob(args).run()
+    built = TorchWheelJob(args, LocalSystem()).run()
     assert built["changed"] is True and built["cache_key"] == plan["cache_key"]
     with open(built["manifest"]) as handle:
         manifest = json.load(handle)
@@ -162,7 +161,7 @@ def test_torch_job_plans_builds_publishes_then_reuses(tmp_path, build_python, fi
     with open(built["wheel"], "rb") as handle:
         assert hashlib.sha256(handle.read()).hexdigest() == built["sha256"]
 
-    again = TorchWheelJob(args).run()
+    again = TorchWheelJob(args, LocalSystem()).run()
     assert again["changed"] is False and again["wheel"] == built["wheel"]
     assert again["plan"].startswith("a wheel with the same cache key is published")
 
@@ -171,7 +170,8 @@ def test_torch_job_reports_unconfirmed_pairings_as_warnings(tmp_path, build_pyth
     data = torch_data()
     release = dict(data["releases"]["2.9.1"], unconfirmed=["torchaudio"])
     data["releases"] = dict(data["releases"], **{"2.9.1": release})
-    plan = TorchWheelJob(torch_args(tmp_path, build_python, fixture_repo, torch_data=data)).run(check_mode=True)
+    plan = TorchWheelJob(torch_args(tmp_path, build_python, fixture_repo, torch_data=data), LocalSystem(),
+                         check_mode=True).run()
     assert plan["warnings"] == ["torch 2.9.1: the version data's torchaudio pairing (%s) is not confirmed against "
                                 "the release" % release["torchaudio"]]
 
@@ -179,44 +179,17 @@ def test_torch_job_reports_unconfirmed_pairings_as_warnings(tmp_path, build_pyth
 def test_torch_job_bad_input_is_refused_before_anything_is_written(tmp_path, build_python, fixture_repo):  # noqa: F811
     data = torch_data()
     del data["fixes"]
-    with pytest.raises(BuildError, match="torch_data has no 'fixes'"):
-        TorchWheelJob(torch_args(tmp_path, build_python, fixture_repo, torch_data=data)).run()
-    with pytest.raises(BuildError, match="patch file .*missing.patch does not exist"):
+    with pytest.raises(JobError, match="torch_data has no 'fixes'"):
+        TorchWheelJob(torch_args(tmp_path, build_python, fixture_repo, torch_data=data), LocalSystem()).run()
+    with pytest.raises(JobError, match="patch file .*missing.patch does not exist"):
         TorchWheelJob(torch_args(tmp_path, build_python, fixture_repo,
-                                 patches=[str(tmp_path / "missing.patch")])).run()
-    with pytest.raises(BuildError, match="ref v0.0.1 not found"):
-        TorchWheelJob(torch_args(tmp_path, build_python, fixture_repo, ref="v0.0.1")).run()
+                                 patches=[str(tmp_path / "missing.patch")]), LocalSystem()).run()
+    with pytest.raises(JobError, match="ref v0.0.1 not found"):
+        TorchWheelJob(torch_args(tmp_path, build_python, fixture_repo, ref="v0.0.1"), LocalSystem()).run()
     assert not os.path.exists(str(tmp_path / "build")) and not os.path.exists(str(tmp_path / "wheels"))
 
 
 # ------------------------------------------------------------------ cuSPARSELt
-
-
-class LocalSystem:
-    """cusparselt_job's boundary on this machine: subprocess and urllib (TLS and proxy as urllib does)."""
-
-    def __init__(self):
-        self.warnings = []
-
-    def run(self, cmd, env=None):
-        proc = subprocess.run(cmd, env=dict(os.environ, **(env or {})), stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, universal_newlines=True, check=False)
-        return proc.returncode, proc.stdout, proc.stderr
-
-    def fetch(self, url, timeout):
-        try:
-            response = urllib.request.urlopen(url, timeout=timeout)
-        except urllib.error.HTTPError as exc:
-            return None, {"status": exc.code, "msg": exc.reason}
-        except urllib.error.URLError as exc:
-            return None, {"status": -1, "msg": str(exc.reason)}
-        return response, {"status": response.status}
-
-    def warn(self, msg):
-        self.warnings.append(msg)
-
-    def which(self, name, opt_dirs):
-        return shutil.which(name) or shutil.which(name, path=os.pathsep.join(opt_dirs))
 
 
 # What a cuSPARSELt install would touch on this machine: it must be the same after each test.
@@ -258,7 +231,7 @@ def cusparselt_args(server, **more):
 def test_cusparselt_job_check_mode_lists_every_action_and_changes_nothing(nvidia_server):
     before = snapshot()
     system = LocalSystem()
-    res = cusparselt_job.run(cusparselt_args(nvidia_server), True, system, diff=True)
+    res = CusparseltJob(cusparselt_args(nvidia_server), system, True).run(diff=True)
     assert snapshot() == before
     assert res["changed"] is True and res["downloaded"] is True and system.warnings == []
     actions = res["actions"]
@@ -274,7 +247,7 @@ def test_cusparselt_job_without_checksum_warns(nvidia_server):
     system = LocalSystem()
     args = cusparselt_args(nvidia_server)
     args["checksum"] = None
-    res = cusparselt_job.run(args, True, system)
+    res = CusparseltJob(args, system, True).run()
     assert res["changed"] is True
     assert system.warnings == ["no checksum given for %s: the download is only checked for its package name and "
                                "version" % res["url"]]
@@ -285,15 +258,29 @@ def test_cusparselt_job_bad_input_fails_before_acting(nvidia_server, tmp_path):
     cache = str(tmp_path / "debs")
     wrong = "sha256:" + "0" * 64
     # Not check mode: a wrong checksum must stop the run before dpkg, with no file left behind.
-    with pytest.raises(JobFailed) as info:
-        cusparselt_job.run(cusparselt_args(nvidia_server, checksum=wrong, download_dir=cache), False, LocalSystem())
+    with pytest.raises(JobError) as info:
+        CusparseltJob(cusparselt_args(nvidia_server, checksum=wrong, download_dir=cache), LocalSystem(), False).run()
     assert info.value.msg.startswith("checksum mismatch for ") and "nothing was installed" in info.value.msg
     assert info.value.result["expected_checksum"] == wrong and os.listdir(cache) == []
-    with pytest.raises(JobFailed, match="HTTP 404 Not Found"):
-        cusparselt_job.run(cusparselt_args(nvidia_server, version="0.0.9", checksum=None), True, LocalSystem())
-    with pytest.raises(JobFailed, match="packages is empty"):
-        cusparselt_job.run(cusparselt_args(nvidia_server, packages=[]), False, LocalSystem())
-    with pytest.raises(JobFailed) as info:
-        cusparselt_job.run(cusparselt_args(nvidia_server, distro="plan9"), False, LocalSystem())
+    with pytest.raises(JobError, match="HTTP 404 Not Found"):
+        CusparseltJob(cusparselt_args(nvidia_server, version="0.0.9", checksum=None), LocalSystem(), True).run()
+    with pytest.raises(JobError, match="packages is empty"):
+        CusparseltJob(cusparselt_args(nvidia_server, packages=[]), LocalSystem(), False).run()
+    with pytest.raises(JobError) as info:
+        CusparseltJob(cusparselt_args(nvidia_server, distro="plan9"), LocalSystem(), False).run()
     assert info.value.result["distro"] == "plan9"
+    assert snapshot() == before
+
+
+def test_the_module_runs_the_job_through_ansible_run_command_and_fetch_url(nvidia_server):
+    """The glue: AnsibleSystem (run_command, fetch_url) gives the job the same answers as LocalSystem."""
+    before = snapshot()
+    args = dict(version="0.8.1", distro="ubuntu2404", arch="amd64", base_url=nvidia_server.base_url, lock_timeout=5,
+                checksum="sha256:" + nvidia_server.manifest["cusparselt"]["0.8.1"]["debs"]["amd64"]["sha256"])
+    res, rc = run_module("cusparselt_repo", args, check_mode=True, diff=True)
+    assert rc == 0 and not res.get("failed"), res
+    direct = CusparseltJob(cusparselt_args(nvidia_server), LocalSystem(), True).run(diff=True)
+    assert res["actions"] == direct["actions"] and res["diff"] == direct["diff"] and res["changed"] is True
+    missing, rc = run_module("cusparselt_repo", dict(args, version="0.0.9", checksum=None), check_mode=True)
+    assert rc != 0 and "HTTP 404 Not Found" in missing["msg"]
     assert snapshot() == before

@@ -24,6 +24,7 @@ sys.path.insert(0, COLLECTIONS)
 from ansible_collections.sparkforge.stack.plugins.module_utils import repro  # noqa: E402
 from ansible_collections.sparkforge.stack.plugins.module_utils import triton_build as tb  # noqa: E402
 from ansible_collections.sparkforge.stack.plugins.module_utils.fatbin import elf_sections  # noqa: E402
+from ansible_collections.sparkforge.stack.plugins.module_utils.job import JobError, LocalSystem  # noqa: E402
 from ansible_collections.sparkforge.stack.plugins.module_utils.torch_job import TorchWheelJob  # noqa: E402
 from ansible_collections.sparkforge.stack.plugins.module_utils.triton_job import TritonLlvmJob  # noqa: E402
 
@@ -75,7 +76,7 @@ def torch_pair(tmp_path_factory, build_python, fixture_repo):  # noqa: F811
                           wheel_dir=str(root / "wheels"), python=build_python, platform_class="gh200",
                           compute_capabilities=["9.0"], machine="aarch64", version="2.9.1", cuda_arch_list="9.0",
                           features={"kineto": False, "fbgemm": False}, jobs=2, ccache=False, build_deps="check")
-            results.append(TorchWheelJob(args).run())
+            results.append(TorchWheelJob(args, LocalSystem()).run())
     time.tzset()
     return results
 
@@ -183,7 +184,7 @@ def test_fixture_triton_is_byte_identical_on_two_builders(repos, python, tmp_pat
         args = params("triton_llvm_build", triton_repo=repos["triton_repo"], triton_ref="v3.6.0",
                       llvm_repo="file://" + repos["llvm_repo"], work_dir=str(root / "work"),
                       wheel_dir=str(root / "wheels"), python=python, ptxas_path=FIXTURE_PTXAS, jobs="2")
-        results.append(TritonLlvmJob(args).run())
+        results.append(TritonLlvmJob(args, LocalSystem()).run())
     first, second = results
     assert first["built"] == second["built"] == ["llvm", "triton"]
     assert first["cache_key"] == second["cache_key"] and first["wheel"] != second["wheel"]
@@ -215,19 +216,21 @@ def test_domain_wheel_is_byte_identical_on_two_builders_and_reused(torch_pair, t
                       depends_on=torch_pair[0]["sha256"],
                       environment={"BUILD_VERSION": "0.24.1", "TORCH_CUDA_ARCH_LIST": "9.0", "FORCE_CUDA": "1",
                                    "MAX_JOBS": str(index + 1)})
-        assert domain_build.run(args, check_mode=True)["plan"].startswith("would build torchvision 0.24.1 (")
+        plan = domain_build.DomainWheelJob(args, LocalSystem(), check_mode=True).run()["plan"]
+        assert plan.startswith("would build torchvision 0.24.1 (")
         assert not os.path.exists(args["wheel_dir"])
-        results.append(domain_build.run(args))
+        results.append(domain_build.DomainWheelJob(args, LocalSystem()).run())
     first, second = results
     assert first["changed"] and second["changed"] and first["cache_key"] == second["cache_key"]
     assert first["sha256"] == second["sha256"], repro.summarize(repro.diff_wheels(first["wheel"], second["wheel"]))
     assert first["reproducible"]["leaks"] == [] and first["warnings"] == []
     with open(first["wheel"] + ".manifest.json") as handle:
         assert json.load(handle)["sha256"] == first["sha256"]
-    again = domain_build.run(args)
+    again = domain_build.DomainWheelJob(args, LocalSystem()).run()
     assert again["changed"] is False and again["wheel"] == second["wheel"] and again["plan"].endswith("nothing to do")
     # Another arch list is another key: built again, not reused.
-    other = domain_build.run(dict(args, environment=dict(args["environment"], TORCH_CUDA_ARCH_LIST="12.0")))
+    other = domain_build.DomainWheelJob(dict(args, environment=dict(args["environment"], TORCH_CUDA_ARCH_LIST="12.0")),
+                                        LocalSystem()).run()
     assert other["changed"] is True and other["cache_key"] != again["cache_key"]
-    with pytest.raises(_jobs.BuildError, match="is not a git checkout"):
-        domain_build.run(dict(args, src=str(tmp_path)))
+    with pytest.raises(JobError, match="is not a git checkout"):
+        domain_build.DomainWheelJob(dict(args, src=str(tmp_path)), LocalSystem()).run()

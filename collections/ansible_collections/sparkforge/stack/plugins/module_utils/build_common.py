@@ -34,23 +34,18 @@ import subprocess
 import tempfile
 import time
 
+from ansible_collections.sparkforge.stack.plugins.module_utils.job import JobError
+
 GIB = 1024 ** 3
 
 # ninja prints "[1234/5678] Building CXX object ..." for each finished edge.
 _NINJA_PROGRESS = re.compile(r"^\[(\d+)/(\d+)\]")
 
 
-class BuildError(Exception):
-    """Base of the errors a build module turns into fail_json."""
-
-
-class JobFailed(Exception):
-    """A module run that failed: the message and the result fields fail_json reports with it."""
-
-    def __init__(self, msg, **result):
-        Exception.__init__(self, msg)
-        self.msg = msg
-        self.result = result
+# One error type for every job (module_utils/job.py); the two older names stay as aliases so
+# the callers that still spell them keep working.
+BuildError = JobError
+JobFailed = JobError
 
 
 class BuildLocked(BuildError):
@@ -69,11 +64,11 @@ class BuildFailed(BuildError):
         self.phase = phase
         self.returncode = returncode
         self.log_path = log_path
-        self.tail = tail
         BuildError.__init__(
             self,
             "phase '%s' failed with exit code %s; full log: %s\n--- last lines of the log ---\n%s"
             % (phase, returncode, log_path, tail),
+            tail=tail,
         )
 
 

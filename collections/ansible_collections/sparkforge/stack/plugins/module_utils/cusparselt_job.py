@@ -7,8 +7,10 @@
 keyring, linker cache), list the actions and the diff, then act (download and check the local
 repo .deb, dpkg, apt-get for that source only, ldconfig) with the dpkg/apt lock waited for.
 
-No Ansible imports: commands and downloads go through the ``system`` the caller passes (the
-module passes AnsibleModule's run_command and fetch_url), so unit tests drive ``run`` directly.
+The job has the shape of module_utils/job.py: ``CusparseltJob(params, system, check_mode)``,
+``plan()`` (the probe and the actions, downloading and checking the .deb it needs), ``apply(plan)``
+(dpkg, the keyring, sources, apt-get, ldconfig).  No Ansible imports: commands and downloads go
+through the ``system`` (the module passes AnsibleSystem), so tests drive the job directly.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -22,38 +24,95 @@ import tempfile
 import time
 
 from ansible_collections.sparkforge.stack.plugins.module_utils import cusparselt as cl
-from ansible_collections.sparkforge.stack.plugins.module_utils.build_common import JobFailed, sha256_file
+from ansible_collections.sparkforge.stack.plugins.module_utils.build_common import sha256_file
 from ansible_collections.sparkforge.stack.plugins.module_utils.cusparselt import CusparseltError
+from ansible_collections.sparkforge.stack.plugins.module_utils.job import Job, JobError, Plan, output_tail
 
 APT_ENV = {"DEBIAN_FRONTEND": "noninteractive", "LANG": "C", "LC_ALL": "C"}
 LISTS_LOCK = "/var/lib/apt/lists/lock"
 
 
-class CusparseltJob:
+class CusparseltJob(Job):
     """One run: the plan (``actions``), the diff and the commands.
 
-    ``system`` is the boundary to the host: ``run(cmd, env=None) -> (rc, out, err)``,
+    ``system`` is the boundary to the host (module_utils/job.py): ``run(cmd, env=None) -> (rc, out, err)``,
     ``fetch(url, timeout) -> (response or None, info)`` (fetch_url's shape), ``warn(msg)`` and
-    ``which(name, opt_dirs)``; the module passes Ansible's, tests a subprocess/urllib one.
+    ``which(name, opt_dirs)``.
     """
 
-    def __init__(self, params, check_mode, system):
-        self.params = params
-        self.system = system
-        self.check = check_mode
+    def __init__(self, params, system, check_mode=False):
+        Job.__init__(self, params, system, check_mode)
         self.actions = []
         self.changed = False
         self.deadline = None
+        self.tmpdir = None
+        self.ctx = None
 
-    def fail(self, msg, **extra):
+    def fail(self, msg, tail=None, **extra):
         extra.setdefault("actions", self.actions)
-        raise JobFailed(msg, **extra)
+        raise JobError(msg, tail=tail, **extra)
 
-    def run(self, cmd, what, check_rc=True):
+    def cmd(self, cmd, what, check_rc=True):
         rc, out, err = self.system.run(cmd, APT_ENV)
         if rc != 0 and check_rc:
-            self.fail("%s failed (exit %s): %s" % (what, rc, (err or out).strip()[-2000:]), cmd=cmd)
+            tail = output_tail(out, err)
+            self.fail("%s failed (exit %s): %s" % (what, rc, tail), tail=tail, cmd=cmd)
         return rc, out, err
+
+    # ---------------------------------------------------------------- the job's shape
+
+    def plan(self):
+        """Validate the input, probe the host, list the actions; raises JobError before any change."""
+        params = self.params
+        distro = params["distro"] or default_distro()
+        arch = params["arch"] or default_arch(self)
+        try:
+            version, distro, arch = cl.validate_target(params["version"], distro, arch)
+            checksum = cl.parse_checksum(params["checksum"])
+        except CusparseltError as exc:
+            raise JobError(str(exc), distro=distro, arch=arch)
+        if not params["packages"]:
+            raise JobError("packages is empty: list at least one package (or runtime/dev)")
+        major, major_source = detect_cuda_major(self)
+        self.ctx = ctx = {
+            "version": version, "distro": distro, "arch": arch, "cuda_major": major, "checksum": checksum,
+            "url": cl.deb_url(params["base_url"], version, distro, arch), "cuda_major_source": major_source,
+        }
+        if params["state"] == "present":
+            return plan_present(self, ctx)
+        return plan_absent(self, ctx)
+
+    def apply(self, plan):
+        if self.params["state"] == "present":
+            return apply_present(self, self.ctx, plan.state)
+        return apply_absent(self, self.ctx, plan.state)
+
+    def run(self, diff=False):
+        """The module's result; the .deb fetched into a temporary directory is removed at the end."""
+        try:
+            return Job.run(self, diff)
+        finally:
+            if self.tmpdir:
+                shutil.rmtree(self.tmpdir, ignore_errors=True)
+                self.tmpdir = None
+
+    def report(self, plan, diff):
+        return self.finish(plan.result, diff)
+
+    def applied(self, result, plan, diff):
+        return self.finish(result, diff)
+
+    def finish(self, res, diff):
+        ctx = self.ctx
+        res = dict(res)
+        res.update({
+            "changed": self.changed, "actions": self.actions, "cuda_major": ctx["cuda_major"],
+            "cuda_major_source": ctx["cuda_major_source"], "url": ctx["url"], "distro": ctx["distro"],
+            "arch": ctx["arch"],
+        })
+        if diff and "diff" in ctx:
+            res["diff"] = ctx["diff"]
+        return res
 
     # ---------------------------------------------------------------- locks
 
@@ -85,18 +144,19 @@ class CusparseltJob:
         """dpkg with the lock wait; retries while another process grabs the lock first."""
         while True:
             self.wait_for_locks()
-            rc, out, err = self.run(["dpkg"] + args, what, check_rc=False)
+            rc, out, err = self.cmd(["dpkg"] + args, what, check_rc=False)
             if rc == 0:
                 return out
             if "lock" in (err + out) and time.time() < self.deadline:
                 time.sleep(1)
                 continue
-            self.fail("%s failed (exit %s): %s" % (what, rc, (err or out).strip()[-2000:]))
+            tail = output_tail(out, err)
+            self.fail("%s failed (exit %s): %s" % (what, rc, tail), tail=tail)
 
     def apt_get(self, args, what):
         self.wait_for_locks(extra=[LISTS_LOCK])
         cmd = ["apt-get", "-q", "-y", "-o", "DPkg::Lock::Timeout=%d" % self.remaining()] + args
-        return self.run(cmd, what)
+        return self.cmd(cmd, what)
 
 
 def _cmdline(pid):
@@ -252,7 +312,7 @@ def inspect_deb(runner, deb, version, distro, arch):
     """Check the .deb is the wanted local repo; return (its packages index stanzas, its keyring's basename)."""
     rc, out, err = runner.system.run(["dpkg-deb", "-f", deb, "Package", "Version", "Architecture"])
     if rc != 0:
-        runner.fail("%s is not a Debian package: %s" % (deb, err.strip()))
+        runner.fail("%s is not a Debian package: %s" % (deb, err.strip()), tail=output_tail(out, err))
     fields = dict((s.split(":", 1)[0].strip(), s.split(":", 1)[1].strip()) for s in out.splitlines() if ":" in s)
     want = cl.repo_package(version, distro)
     if fields.get("Package") != want or cl.upstream_version(fields.get("Version", "")) != version:
@@ -264,7 +324,7 @@ def inspect_deb(runner, deb, version, distro, arch):
     try:
         rc, _out, err = runner.system.run(["dpkg-deb", "-x", deb, scratch])
         if rc != 0:
-            runner.fail("could not unpack %s: %s" % (deb, err.strip()))
+            runner.fail("could not unpack %s: %s" % (deb, err.strip()), tail=output_tail(_out, err))
         inner = os.path.join(scratch, cl.repo_dir(version, distro).lstrip("/"))
         if not os.path.isdir(inner):
             runner.fail("%s does not contain %s; it is not a cuSPARSELt local repo package"
@@ -288,7 +348,9 @@ def describe(packages, files):
     return "\n".join(lines) + ("\n" if lines else "")
 
 
-def present(runner, ctx):
+def plan_present(runner, ctx):
+    """The probe of state=present: the actions and the check-mode result; fetches and checks the
+    .deb when the repo is missing (into a temporary directory unless download_dir is kept)."""
     params = runner.params
     version, distro, arch, major = ctx["version"], ctx["distro"], ctx["arch"], ctx["cuda_major"]
     rdir = cl.repo_dir(version, distro)
@@ -311,132 +373,140 @@ def present(runner, ctx):
 
     deb = None
     downloaded = False
-    tmpdir = None
+    if not repo_ok:
+        runner.actions.append("install %s %s-1 (%s)" % (
+            repo_pkg, version, "not installed" if repo_pkg not in installed else
+            "installed at %s" % installed[repo_pkg]))
+        deb_name = cl.deb_filename(version, distro, arch)
+        if params["download_dir"]:
+            if not os.path.isdir(params["download_dir"]):
+                if runner.check_mode:
+                    runner.tmpdir = tempfile.mkdtemp(prefix="cusparselt-")
+                else:
+                    os.makedirs(params["download_dir"], 0o755)
+            target_dir = runner.tmpdir or params["download_dir"]
+        else:
+            runner.tmpdir = tempfile.mkdtemp(prefix="cusparselt-")
+            target_dir = runner.tmpdir
+        deb = os.path.join(target_dir, deb_name)
+        cached = os.path.join(params["download_dir"], deb_name) if params["download_dir"] else None
+        # A kept .deb is reused only when its pinned sha256 proves it; without a pin it is fetched
+        # again (over TLS: preflight refuses an unpinned installer by any other way).
+        if cached and os.path.isfile(cached) and ctx["checksum"] and sha256_file(cached) == ctx["checksum"]:
+            deb = cached
+        else:
+            if not ctx["checksum"]:
+                runner.system.warn("no checksum given for %s: the download is only checked for its package "
+                                   "name and version" % ctx["url"])
+            download(runner, ctx["url"], deb, ctx["checksum"])
+            downloaded = True
+        stanzas, keyring_name = inspect_deb(runner, deb, version, distro, arch)
+        if not keyring_name:
+            runner.fail("%s holds no cusparselt-*keyring.gpg in %s; apt could not verify the repository"
+                        % (ctx["url"], rdir))
+
+    available = cl.index_versions(stanzas, arch)
     try:
-        if not repo_ok:
-            runner.actions.append("install %s %s-1 (%s)" % (
-                repo_pkg, version, "not installed" if repo_pkg not in installed else
-                "installed at %s" % installed[repo_pkg]))
-            deb_name = cl.deb_filename(version, distro, arch)
-            if params["download_dir"]:
-                if not os.path.isdir(params["download_dir"]):
-                    if runner.check:
-                        tmpdir = tempfile.mkdtemp(prefix="cusparselt-")
-                    else:
-                        os.makedirs(params["download_dir"], 0o755)
-                target_dir = tmpdir or params["download_dir"]
-            else:
-                tmpdir = tempfile.mkdtemp(prefix="cusparselt-")
-                target_dir = tmpdir
-            deb = os.path.join(target_dir, deb_name)
-            cached = os.path.join(params["download_dir"], deb_name) if params["download_dir"] else None
-            # A kept .deb is reused only when its pinned sha256 proves it; without a pin it is fetched
-            # again (over TLS: preflight refuses an unpinned installer by any other way).
-            if cached and os.path.isfile(cached) and ctx["checksum"] and sha256_file(cached) == ctx["checksum"]:
-                deb = cached
-            else:
-                if not ctx["checksum"]:
-                    runner.system.warn("no checksum given for %s: the download is only checked for its package "
-                                       "name and version" % ctx["url"])
-                download(runner, ctx["url"], deb, ctx["checksum"])
-                downloaded = True
-            stanzas, keyring_name = inspect_deb(runner, deb, version, distro, arch)
-            if not keyring_name:
-                runner.fail("%s holds no cusparselt-*keyring.gpg in %s; apt could not verify the repository"
-                            % (ctx["url"], rdir))
+        names, flavour = cl.select_packages(available, major, params["packages"])
+    except CusparseltError as exc:
+        runner.fail(str(exc), available=sorted(available))
+    ctx["flavour"] = flavour
 
-        available = cl.index_versions(stanzas, arch)
-        try:
-            names, flavour = cl.select_packages(available, major, params["packages"])
-        except CusparseltError as exc:
-            runner.fail(str(exc), available=sorted(available))
-        ctx["flavour"] = flavour
+    keyring_dst = os.path.join(cl.KEYRING_DIR, keyring_name) if keyring_name else None
+    if repo_ok and not keyring_name:
+        runner.fail("%s holds no cusparselt-*keyring.gpg; reinstall the local repo (state=absent, then present)" % rdir)
+    if not (keyring_dst and os.path.isfile(keyring_dst) and (not repo_ok or _same_file(
+            os.path.join(rdir, keyring_name), keyring_dst))):
+        runner.actions.append("copy keyring %s to %s" % (keyring_name, cl.KEYRING_DIR))
 
-        keyring_dst = os.path.join(cl.KEYRING_DIR, keyring_name) if keyring_name else None
-        if repo_ok and not keyring_name:
-            runner.fail("%s holds no cusparselt-*keyring.gpg; reinstall the local repo (state=absent, then present)" % rdir)
-        if not (keyring_dst and os.path.isfile(keyring_dst) and (not repo_ok or _same_file(
-                os.path.join(rdir, keyring_name), keyring_dst))):
-            runner.actions.append("copy keyring %s to %s" % (keyring_name, cl.KEYRING_DIR))
+    srcs = source_files(uri) if repo_ok else []
+    bad_srcs = [p for p in srcs if not cl.signed_by_ok(_read(p), cl.source_format(p), uri, keyring_dst)]
+    if repo_ok and not srcs:
+        runner.actions.append("write apt source %s signed-by %s" % (cl.source_file_for(version, distro), keyring_dst))
+    for path in bad_srcs:
+        runner.actions.append("make %s use signed-by=%s" % (path, keyring_dst))
+    if not repo_ok:
+        runner.actions.append("make the repo's apt source use signed-by=%s" % keyring_dst)
 
-        srcs = source_files(uri) if repo_ok else []
-        bad_srcs = [p for p in srcs if not cl.signed_by_ok(_read(p), cl.source_format(p), uri, keyring_dst)]
-        if repo_ok and not srcs:
-            runner.actions.append("write apt source %s signed-by %s" % (cl.source_file_for(version, distro), keyring_dst))
-        for path in bad_srcs:
-            runner.actions.append("make %s use signed-by=%s" % (path, keyring_dst))
-        if not repo_ok:
-            runner.actions.append("make the repo's apt source use signed-by=%s" % keyring_dst)
+    wanted = dict((n, available[n]) for n in names)
+    missing = [n for n in names if installed.get(n) != wanted[n]]
+    needs_update = bool(missing or not repo_ok or bad_srcs or not srcs)
+    if needs_update:
+        runner.actions.append("apt-get update for %s only" % uri)
+    if missing:
+        runner.actions.append("install %s" % ", ".join("%s=%s" % (n, wanted[n]) for n in missing))
 
-        wanted = dict((n, available[n]) for n in names)
-        missing = [n for n in names if installed.get(n) != wanted[n]]
-        needs_update = bool(missing or not repo_ok or bad_srcs or not srcs)
-        if needs_update:
-            runner.actions.append("apt-get update for %s only" % uri)
-        if missing:
-            runner.actions.append("install %s" % ", ".join("%s=%s" % (n, wanted[n]) for n in missing))
+    paths = cl.pick_paths(package_files(runner, names), major) if not missing else {}
+    lib_dir = os.path.dirname(paths["library"]) if paths.get("library") else None
+    ld_ok = bool(lib_dir) and cl.ldconfig_has(ldconfig_output(runner), lib_dir)
+    if not ld_ok:
+        runner.actions.append("refresh the linker cache (ldconfig)")
 
-        paths = cl.pick_paths(package_files(runner, names), major) if not missing else {}
-        lib_dir = os.path.dirname(paths["library"]) if paths.get("library") else None
-        ld_ok = bool(lib_dir) and cl.ldconfig_has(ldconfig_output(runner), lib_dir)
-        if not ld_ok:
-            runner.actions.append("refresh the linker cache (ldconfig)")
+    if not runner.actions:
+        return Plan([], result_for(ctx, rdir, keyring_dst, srcs[0] if srcs else None, names, installed, paths,
+                                   False))
 
-        if not runner.actions:
-            return result_for(ctx, rdir, keyring_dst, srcs[0] if srcs else None, names, installed, paths, False)
+    runner.changed = True
+    before = describe(dict((n, installed.get(n)) for n in [repo_pkg] + names), [
+        p for p in [keyring_dst, rdir, ldconf] + srcs if p and os.path.exists(p)])
+    after_pkgs = dict((n, wanted[n]) for n in names)
+    after_pkgs[repo_pkg] = "%s-1" % version
+    after_files = set([keyring_dst, rdir] + (srcs or [cl.source_file_for(version, distro)]))
+    ctx["diff"] = {"before": before, "after": describe(after_pkgs, after_files)}
+    res = result_for(ctx, rdir, keyring_dst, srcs[0] if srcs else None, names, installed, {}, downloaded)
+    for item in res["packages"]:
+        item["version"] = installed.get(item["name"]) if item["name"] not in missing else None
+    state = {"repo_ok": repo_ok, "deb": deb, "keyring_name": keyring_name, "keyring_dst": keyring_dst,
+             "needs_update": needs_update, "missing": missing, "wanted": wanted, "names": names,
+             "before": before, "downloaded": downloaded}
+    return Plan(runner.actions, res, state)
 
-        runner.changed = True
-        before = describe(dict((n, installed.get(n)) for n in [repo_pkg] + names), [
-            p for p in [keyring_dst, rdir, ldconf] + srcs if p and os.path.exists(p)])
-        if runner.check:
-            after_pkgs = dict((n, wanted[n]) for n in names)
-            after_pkgs[repo_pkg] = "%s-1" % version
-            after_files = set([keyring_dst, rdir] + (srcs or [cl.source_file_for(version, distro)]))
-            ctx["diff"] = {"before": before, "after": describe(after_pkgs, after_files)}
-            res = result_for(ctx, rdir, keyring_dst, srcs[0] if srcs else None, names, installed, {}, downloaded)
-            for item in res["packages"]:
-                item["version"] = installed.get(item["name"]) if item["name"] not in missing else None
-            return res
 
-        # ---- act
-        if not repo_ok:
-            runner.dpkg(["-i", deb], "dpkg -i %s" % os.path.basename(deb))
-        src_key = os.path.join(rdir, keyring_name)
-        if not _same_file(src_key, keyring_dst):
-            shutil.copyfile(src_key, keyring_dst)
-            os.chmod(keyring_dst, 0o644)
-        srcs = source_files(uri)
-        if not srcs:
-            path = cl.source_file_for(version, distro)
-            _write_atomic(path, cl.one_line_source(uri, keyring_dst))
-            srcs = [path]
+def apply_present(runner, ctx, state):
+    """state=present's changes, in order: the repo .deb, keyring, sources, apt-get, ldconfig."""
+    version, distro, major = ctx["version"], ctx["distro"], ctx["cuda_major"]
+    rdir = cl.repo_dir(version, distro)
+    uri = cl.repo_uri(version, distro)
+    repo_pkg = cl.repo_package(version, distro)
+    ldconf = cl.ldconf_file_for(version, distro, major)
+    repo_ok, deb, keyring_name, keyring_dst = state["repo_ok"], state["deb"], state["keyring_name"], state["keyring_dst"]
+    needs_update, missing, wanted, names = state["needs_update"], state["missing"], state["wanted"], state["names"]
+    before, downloaded = state["before"], state["downloaded"]
+    if not repo_ok:
+        runner.dpkg(["-i", deb], "dpkg -i %s" % os.path.basename(deb))
+    src_key = os.path.join(rdir, keyring_name)
+    if not _same_file(src_key, keyring_dst):
+        shutil.copyfile(src_key, keyring_dst)
+        os.chmod(keyring_dst, 0o644)
+    srcs = source_files(uri)
+    if not srcs:
+        path = cl.source_file_for(version, distro)
+        _write_atomic(path, cl.one_line_source(uri, keyring_dst))
+        srcs = [path]
+    for path in srcs:
+        fmt = cl.source_format(path)
+        text, changed = cl.ensure_signed_by(_read(path), fmt, uri, keyring_dst)
+        if changed:
+            _write_atomic(path, text)
+    if needs_update:
         for path in srcs:
-            fmt = cl.source_format(path)
-            text, changed = cl.ensure_signed_by(_read(path), fmt, uri, keyring_dst)
-            if changed:
-                _write_atomic(path, text)
-        if needs_update:
-            for path in srcs:
-                runner.apt_get(["-o", "Dir::Etc::sourcelist=%s" % path, "-o", "Dir::Etc::sourceparts=-",
-                                "-o", "APT::Get::List-Cleanup=0", "update"], "apt-get update of %s" % path)
-        if missing:
-            runner.apt_get(["install", "--no-install-recommends"] + ["%s=%s" % (n, wanted[n]) for n in missing],
-                           "apt-get install of %s" % ", ".join(missing))
-        installed = installed_versions(runner, [repo_pkg] + names)
-        paths = cl.pick_paths(package_files(runner, names), major)
-        lib_dir = os.path.dirname(paths["library"]) if paths.get("library") else None
-        runner.run(["ldconfig"], "ldconfig")
-        if lib_dir and not cl.ldconfig_has(ldconfig_output(runner), lib_dir):
-            _write_atomic(ldconf, lib_dir + "\n")
-            runner.actions.append("add %s to the linker path in %s" % (lib_dir, ldconf))
-            runner.run(["ldconfig"], "ldconfig")
-        after_files = [p for p in [keyring_dst, rdir, ldconf] + srcs if p and os.path.exists(p)]
-        after_pkgs = dict((n, installed.get(n)) for n in [repo_pkg] + names)
-        ctx["diff"] = {"before": before, "after": describe(after_pkgs, after_files)}
-        return result_for(ctx, rdir, keyring_dst, srcs[0], names, installed, paths, downloaded)
-    finally:
-        if tmpdir:
-            shutil.rmtree(tmpdir, ignore_errors=True)
+            runner.apt_get(["-o", "Dir::Etc::sourcelist=%s" % path, "-o", "Dir::Etc::sourceparts=-",
+                            "-o", "APT::Get::List-Cleanup=0", "update"], "apt-get update of %s" % path)
+    if missing:
+        runner.apt_get(["install", "--no-install-recommends"] + ["%s=%s" % (n, wanted[n]) for n in missing],
+                       "apt-get install of %s" % ", ".join(missing))
+    installed = installed_versions(runner, [repo_pkg] + names)
+    paths = cl.pick_paths(package_files(runner, names), major)
+    lib_dir = os.path.dirname(paths["library"]) if paths.get("library") else None
+    runner.cmd(["ldconfig"], "ldconfig")
+    if lib_dir and not cl.ldconfig_has(ldconfig_output(runner), lib_dir):
+        _write_atomic(ldconf, lib_dir + "\n")
+        runner.actions.append("add %s to the linker path in %s" % (lib_dir, ldconf))
+        runner.cmd(["ldconfig"], "ldconfig")
+    after_files = [p for p in [keyring_dst, rdir, ldconf] + srcs if p and os.path.exists(p)]
+    after_pkgs = dict((n, installed.get(n)) for n in [repo_pkg] + names)
+    ctx["diff"] = {"before": before, "after": describe(after_pkgs, after_files)}
+    return result_for(ctx, rdir, keyring_dst, srcs[0], names, installed, paths, downloaded)
 
 
 def result_for(ctx, rdir, keyring, source, names, installed, paths, downloaded):
@@ -455,7 +525,8 @@ def result_for(ctx, rdir, keyring, source, names, installed, paths, downloaded):
 # -------------------------------------------------------------------- absent
 
 
-def absent(runner, ctx):
+def plan_absent(runner, ctx):
+    """The probe of state=absent: what of this release is on the host, to purge and remove."""
     params = runner.params
     version, distro, major = ctx["version"], ctx["distro"], ctx["cuda_major"]
     rdir = cl.repo_dir(version, distro)
@@ -507,11 +578,16 @@ def absent(runner, ctx):
            "root_dir": None, "downloaded": False}
     if not [a for a in runner.actions if not a.startswith("keep ")]:
         runner.actions = []
-        return res
+        return Plan([], res)
     runner.changed = True
     ctx["diff"] = {"before": describe(dict((n, installed[n]) for n in installed), files), "after": ""}
-    if runner.check:
-        return res
+    return Plan(runner.actions, res, {"pkgs": pkgs, "installed": installed, "files": files, "result": res})
+
+
+def apply_absent(runner, ctx, state):
+    """state=absent's changes: purge this release's packages and repo, remove its files."""
+    pkgs, installed, files, res = state["pkgs"], state["installed"], state["files"], state["result"]
+    repo_pkg = cl.repo_package(ctx["version"], ctx["distro"])
     if pkgs:
         runner.apt_get(["purge"] + pkgs, "apt-get purge of %s" % ", ".join(pkgs))
     if repo_pkg in installed:
@@ -521,7 +597,7 @@ def absent(runner, ctx):
             shutil.rmtree(path, ignore_errors=True)
         elif os.path.lexists(path):
             os.unlink(path)
-    runner.run(["ldconfig"], "ldconfig")
+    runner.cmd(["ldconfig"], "ldconfig")
     return res
 
 
@@ -545,30 +621,3 @@ def keyring_in_use_elsewhere(keyring, own_sources):
 
 def _glob(pattern):
     return sorted(glob.glob(pattern))
-
-
-def run(params, check_mode, system, diff=False):
-    """The module's result for these params; raises JobFailed (nothing changed when the input is bad)."""
-    runner = CusparseltJob(params, check_mode, system)
-    distro = params["distro"] or default_distro()
-    arch = params["arch"] or default_arch(runner)
-    try:
-        version, distro, arch = cl.validate_target(params["version"], distro, arch)
-        checksum = cl.parse_checksum(params["checksum"])
-    except CusparseltError as exc:
-        raise JobFailed(str(exc), distro=distro, arch=arch)
-    if not params["packages"]:
-        raise JobFailed("packages is empty: list at least one package (or runtime/dev)")
-    major, major_source = detect_cuda_major(runner)
-    ctx = {
-        "version": version, "distro": distro, "arch": arch, "cuda_major": major, "checksum": checksum,
-        "url": cl.deb_url(params["base_url"], version, distro, arch),
-    }
-    res = present(runner, ctx) if params["state"] == "present" else absent(runner, ctx)
-    res.update({
-        "changed": runner.changed, "actions": runner.actions, "cuda_major": major, "cuda_major_source": major_source,
-        "url": ctx["url"], "distro": distro, "arch": arch,
-    })
-    if diff and "diff" in ctx:
-        res["diff"] = ctx["diff"]
-    return res

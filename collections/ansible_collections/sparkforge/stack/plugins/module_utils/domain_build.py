@@ -5,7 +5,10 @@
 against the torch in the build venv, reproducibly (module_utils/repro), under a lock, with a log,
 published atomically with a manifest that carries its cache key.
 
-No Ansible imports: the module passes its params in and turns ``BuildError`` into fail_json.
+The job has the shape of module_utils/job.py: ``DomainWheelJob(params, system, check_mode)``,
+``plan()`` (the source commit, the build python, the cache key: published, or the build and why)
+and ``apply(plan)`` (the build under the lock, the publish).  The probes go through the ``system``;
+the build runs with its log on disk (build_common.run_logged).  No Ansible imports.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -21,6 +24,7 @@ import tempfile
 import time
 
 from ansible_collections.sparkforge.stack.plugins.module_utils import repro
+from ansible_collections.sparkforge.stack.plugins.module_utils.job import Job, Plan, git_output
 from ansible_collections.sparkforge.stack.plugins.module_utils.torch_job import python_version
 from ansible_collections.sparkforge.stack.plugins.module_utils.build_common import (
     BuildError,
@@ -28,7 +32,6 @@ from ansible_collections.sparkforge.stack.plugins.module_utils.build_common impo
     atomic_publish,
     atomic_write_text,
     cache_key,
-    git,
     makedirs,
     run_logged,
     sha256_file,
@@ -61,27 +64,40 @@ def find_published(wheel_dir, name, key):
     return None, None
 
 
-def run(p, check_mode=False):
-    """The module's result; raises BuildError when the input is wrong or the build fails."""
-    src, wheel_dir = p["src"], p["wheel_dir"]
-    if not os.path.isdir(os.path.join(src, ".git")):
-        raise BuildError("src %s is not a git checkout (clone the library there first)" % src)
-    commit = git(["rev-parse", "HEAD"], cwd=src)
-    key_in = key_inputs(p, commit, python_version(p["python"]))
-    key = cache_key(key_in)
-    log = p["log_file"] or os.path.join(os.path.dirname(os.path.abspath(src)), "%s-build.log" % p["name"])
-    result = dict(changed=False, name=p["name"], version=p["version"], commit=commit, cache_key=key, log=log)
-    wheel, data = (None, None) if p["force"] else find_published(wheel_dir, p["name"], key)
-    if wheel:
-        result.update(wheel=wheel, sha256=data["sha256"], reproducible=data.get("reproducible"),
-                      plan="%s is published with this cache key: nothing to do" % os.path.basename(wheel))
-        return result
-    why = "force: rebuilding" if p["force"] else "no published %s wheel has cache key %s" % (p["name"], key[:12])
-    if check_mode:
-        result.update(changed=True, wheel=None, sha256=None, plan="would build %s %s (%s): %s" % (
-            p["name"], p["version"], commit[:12], why))
-        return result
+class DomainWheelJob(Job):
+    """params: domain_wheel_build's options; system: module_utils/job.py's seam.  The result carries
+    ``warnings`` for the caller to show."""
 
+    def plan(self):
+        """Published with this cache key (nothing to do), or the build and why; reads only."""
+        p = self.params
+        src, wheel_dir = p["src"], p["wheel_dir"]
+        if not os.path.isdir(os.path.join(src, ".git")):
+            raise BuildError("src %s is not a git checkout (clone the library there first)" % src)
+        commit = git_output(self.system, ["rev-parse", "HEAD"], src)
+        key_in = key_inputs(p, commit, python_version(p["python"], self.system))
+        key = cache_key(key_in)
+        log = p["log_file"] or os.path.join(os.path.dirname(os.path.abspath(src)), "%s-build.log" % p["name"])
+        result = dict(changed=False, name=p["name"], version=p["version"], commit=commit, cache_key=key, log=log)
+        wheel, data = (None, None) if p["force"] else find_published(wheel_dir, p["name"], key)
+        if wheel:
+            result.update(wheel=wheel, sha256=data["sha256"], reproducible=data.get("reproducible"),
+                          plan="%s is published with this cache key: nothing to do" % os.path.basename(wheel))
+            return Plan([], result)
+        why = "force: rebuilding" if p["force"] else "no published %s wheel has cache key %s" % (p["name"], key[:12])
+        change = "build %s %s (%s): %s" % (p["name"], p["version"], commit[:12], why)
+        if self.check_mode:
+            result.update(changed=True, wheel=None, sha256=None, plan="would " + change)
+        return Plan([change], result, {"commit": commit, "key_inputs": key_in, "key": key, "log": log, "why": why})
+
+    def apply(self, plan):
+        return build(self.params, dict(plan.result), plan.state)
+
+
+def build(p, result, state):
+    """The build under the wheel dir's lock, the wheel normalised and published with its manifest."""
+    src, wheel_dir = p["src"], p["wheel_dir"]
+    commit, key_in, key, log, why = state["commit"], state["key_inputs"], state["key"], state["log"], state["why"]
     makedirs(wheel_dir)
     started = time.time()
     with BuildLock(os.path.join(wheel_dir, ".%s.lock" % p["name"])):

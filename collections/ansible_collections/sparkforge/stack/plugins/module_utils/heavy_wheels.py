@@ -14,7 +14,13 @@ rerun finds the published wheel and builds nothing, and a change to any of them 
 The arch audit (heavy_build.audit_wheel) runs on the builder before publishing: a refused
 wheel is never published, so it never reaches M(fleet_wheels) or another host.
 
-No Ansible imports: the module passes its params in and turns ``BuildError`` into fail_json.
+The job has the shape of module_utils/job.py: ``HeavyWheelsJob(params, system, check_mode)``
+(params: the module's options plus ``plan``, the resolved matrix items).  ``plan()`` refuses bad
+input (venv, depends_on, nvcc) before anything is fetched or built and lists the packages to
+build or reuse; in check mode it also fetches each sdist into a temporary directory to key the
+build, and its result is the run's.  ``apply(plan)`` reuses or builds, audits and publishes each
+package.  nvcc and the build python are asked through the ``system``; pip download and pip wheel
+run with their logs on disk (build_common.run_logged).  No Ansible imports.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -25,7 +31,6 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import tempfile
 import time
 
@@ -44,6 +49,7 @@ from ansible_collections.sparkforge.stack.plugins.module_utils.build_common impo
     sha256_file,
 )
 from ansible_collections.sparkforge.stack.plugins.module_utils.domain_build import NON_OUTPUT_ENV, find_published
+from ansible_collections.sparkforge.stack.plugins.module_utils.job import Job, LocalSystem, Plan, output_tail
 from ansible_collections.sparkforge.stack.plugins.module_utils.pip_env import isolated_environ
 from ansible_collections.sparkforge.stack.plugins.module_utils.torch_job import python_version
 
@@ -88,13 +94,16 @@ def plan_item(item, arch_list, audit_targets, cpus=None, memory_gib=None):
     return env, notes, list(audit_targets)
 
 
-def cuda_release(cuda_home):
+def cuda_release(cuda_home, system=None):
     """nvcc's release line (``Cuda compilation tools, release 13.0, V13.0.88``): part of the key."""
     nvcc = os.path.join(cuda_home, "bin", "nvcc")
     if not os.access(nvcc, os.X_OK):
         raise BuildError("cuda_home=%r: %s is not an executable nvcc; the GPU packages are compiled with it"
                          % (cuda_home, nvcc))
-    out = subprocess.check_output([nvcc, "--version"], universal_newlines=True)
+    rc, out, err = (system or LocalSystem()).run([nvcc, "--version"])
+    if rc != 0:
+        raise BuildError("%s --version failed (exit %s): %s" % (nvcc, rc, output_tail(out, err)),
+                         tail=output_tail(out, err))
     lines = [line.strip() for line in out.splitlines() if "release" in line]
     return lines[-1] if lines else out.strip().splitlines()[-1]
 
@@ -213,39 +222,76 @@ def build_one(item, p, index, base_env, cuda, python_id, check_mode=False):
         shutil.rmtree(work, ignore_errors=True)
 
 
-def run(p, plan, check_mode=False):
-    """The module's result for the planned items (``gpu_env``/``audit_targets`` already set)."""
-    heavy, notes = class_builds(plan)
-    result = {"changed": False, "wheels": [], "notes": notes}
-    if not heavy:
-        return result
-    python = os.path.join(p["venv"], "bin", "python")
-    if check_mode and (not os.access(python, os.X_OK) or not p["depends_on"]):
-        # Before the torch this run builds exists: each package would be built against it.
-        for item in heavy:
-            result["wheels"].append({"name": item["name"], "requirement": item["requirement"], "changed": True,
-                                     "wheel": None, "sha256": None, "cache_key": None, "build_env": item["gpu_env"],
-                                     "plan": "would build %s against the torch this run builds, audit it for %s "
-                                             "and publish it" % (item["requirement"], ",".join(item["audit_targets"]))})
-        result["changed"] = True
-        return result
-    if not os.access(python, os.X_OK):
-        raise BuildError("venv=%r: %s is not a Python; the GPU packages build against the torch installed there"
-                         % (p["venv"], python))
-    if not re.match(r"^[0-9a-f]{64}$", p["depends_on"] or ""):
-        raise BuildError("depends_on=%r: give the sha256 of the torch wheel the packages are built against "
-                         "(it is part of their cache key)" % (p["depends_on"],))
-    cuda = cuda_release(p["cuda_home"])
-    python_id = python_version(python)
-    index = mp.index_args(p["index_url"], p["extra_index_urls"], p["find_links"], p["no_index"])
-    base_env = dict((str(k), str(v)) for k, v in (p["env"] or {}).items())
-    base_env.setdefault("CUDA_HOME", p["cuda_home"])
-    if not check_mode:
+def resolve_items(p):
+    """The matrix resolved for the class (as the hosts' ml_packages resolves it), each GPU build given
+    its environment and audit targets; JobError on bad input."""
+    host = {"arch": p["arch"], "platform_class": p["platform_class"], "cuda_major": p["cuda_major"]}
+    try:
+        items = mp.resolve(p["matrix"], p["profiles"], p["pins"], host, profile=p["profile"], packages=p["packages"],
+                           allow_source_builds=p["allow_source_builds"])
+        for item in class_builds(items)[0]:
+            item["gpu_env"], item["gpu_notes"], item["audit_targets"] = plan_item(
+                item, p["cuda_arch_list"], p["audit_targets"], p["build_cpus"], p["build_memory_gib"])
+    except (mp.MatrixError, heavy_build.HeavyBuildError) as exc:
+        raise BuildError("cannot plan the class's GPU package builds: %s" % exc)
+    return items
+
+
+class HeavyWheelsJob(Job):
+    """params: heavy_wheel_build's options (``plan``: the items already resolved, else resolve_items);
+    system: module_utils/job.py's seam."""
+
+    def plan(self):
+        p = self.params
+        items = p["plan"] if p.get("plan") is not None else resolve_items(p)
+        heavy, notes = class_builds(items)
+        result = {"changed": False, "wheels": [], "notes": notes}
+        if not heavy:
+            return Plan([], result)
+        python = os.path.join(p["venv"], "bin", "python")
+        if self.check_mode and (not os.access(python, os.X_OK) or not p["depends_on"]):
+            # Before the torch this run builds exists: each package would be built against it.
+            for item in heavy:
+                result["wheels"].append({
+                    "name": item["name"], "requirement": item["requirement"], "changed": True, "wheel": None,
+                    "sha256": None, "cache_key": None, "build_env": item["gpu_env"],
+                    "plan": "would build %s against the torch this run builds, audit it for %s and publish it"
+                            % (item["requirement"], ",".join(item["audit_targets"]))})
+            result["changed"] = True
+            return Plan([w["plan"] for w in result["wheels"]], result)
+        if not os.access(python, os.X_OK):
+            raise BuildError("venv=%r: %s is not a Python; the GPU packages build against the torch installed there"
+                             % (p["venv"], python))
+        if not re.match(r"^[0-9a-f]{64}$", p["depends_on"] or ""):
+            raise BuildError("depends_on=%r: give the sha256 of the torch wheel the packages are built against "
+                             "(it is part of their cache key)" % (p["depends_on"],))
+        state = {"heavy": heavy, "cuda": cuda_release(p["cuda_home"], self.system),
+                 "python_id": python_version(python, self.system),
+                 "index": mp.index_args(p["index_url"], p["extra_index_urls"], p["find_links"], p["no_index"])}
+        base_env = dict((str(k), str(v)) for k, v in (p["env"] or {}).items())
+        base_env.setdefault("CUDA_HOME", p["cuda_home"])
+        state["base_env"] = base_env
+        if self.check_mode:
+            # Each sdist fetched into a temporary directory, to key the build: the run's own answer.
+            return self.each(Plan([], result, state))
+        # Whether each is published is known once its sdist is fetched (apply): each is to build or reuse.
+        return Plan(["build or reuse %s" % item["requirement"] for item in heavy], result, state)
+
+    def apply(self, plan):
+        p = self.params
         makedirs(p["wheel_dir"])
         if p["log_dir"]:
             makedirs(p["log_dir"])
-    for item in heavy:
-        entry = build_one(item, p, index, base_env, cuda, python_id, check_mode)
-        result["wheels"].append(entry)
-        result["changed"] = result["changed"] or entry["changed"]
-    return result
+        return self.each(plan).result
+
+    def each(self, plan):
+        """Reuse or build (in check mode: plan) every package in turn; the plan with the result filled."""
+        p, state, result = self.params, plan.state, plan.result
+        for item in state["heavy"]:
+            entry = build_one(item, p, state["index"], state["base_env"], state["cuda"], state["python_id"],
+                              self.check_mode)
+            result["wheels"].append(entry)
+            result["changed"] = result["changed"] or entry["changed"]
+            if entry["changed"]:
+                plan.changes.append(entry["plan"])
+        return plan

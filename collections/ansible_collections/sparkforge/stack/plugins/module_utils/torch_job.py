@@ -5,8 +5,12 @@
 cache key over every input), the published-wheel check, and the build under a lock with its
 status file, log, fixes and atomic publish.
 
-No Ansible imports: the module passes its params in and turns ``BuildError`` into fail_json,
-and unit tests drive ``TorchWheelJob`` directly.
+The job has the shape of module_utils/job.py: ``TorchWheelJob(params, system, check_mode)``,
+``plan()`` (the published-wheel check: nothing to do, or the build and why), ``apply(plan)`` (the
+build and publish).  The probes (nvcc, the build python, compilers, git, build requirements) go
+through the ``system``, so unit tests drive the plan without a toolchain; the build's long phases
+(git fetch, pip wheel) run with their logs on disk (build_common.run_logged, git_fetch).
+No Ansible imports.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -17,7 +21,6 @@ import json
 import os
 import platform
 import shutil
-import subprocess
 import time
 
 from ansible_collections.sparkforge.stack.plugins.module_utils.build_common import (
@@ -27,35 +30,43 @@ from ansible_collections.sparkforge.stack.plugins.module_utils.build_common impo
     StatusFile,
     atomic_publish,
     atomic_write_text,
-    command_version,
-    git,
     makedirs,
     run_logged,
     sha256_file,
 )
 from ansible_collections.sparkforge.stack.plugins.module_utils import git_fetch
+from ansible_collections.sparkforge.stack.plugins.module_utils.job import Job, LocalSystem, Plan, git_output, output_tail
 from ansible_collections.sparkforge.stack.plugins.module_utils import repro
 from ansible_collections.sparkforge.stack.plugins.module_utils import torch_build as tb
 
 
-def nvcc_version(cuda_home):
+def nvcc_version(system, cuda_home):
     """Last line of nvcc --version ('Build cuda_13.0.r13.0/compiler.36424714_0')."""
-    try:
-        out = subprocess.check_output([os.path.join(cuda_home, "bin", "nvcc"), "--version"],
-                                      stderr=subprocess.STDOUT).decode("utf-8", "replace")
-    except (OSError, subprocess.CalledProcessError):
+    rc, out, err = system.run([os.path.join(cuda_home, "bin", "nvcc"), "--version"])
+    if rc != 0 or not (out + err).strip():
         raise BuildError("nvcc not found under %s: install the CUDA toolkit or set cuda_home (or features.cuda: false)"
-                         % cuda_home)
-    return out.strip().splitlines()[-1]
+                         % cuda_home, tail=output_tail(out, err))
+    return (out + err).strip().splitlines()[-1]
 
 
-def python_version(python):
-    try:
-        out = subprocess.check_output([python, "-c", "import sys, platform; print(sys.version.split()[0], "
-                                       "platform.machine(), sys.implementation.cache_tag)"])
-    except (OSError, subprocess.CalledProcessError) as exc:
-        raise BuildError("the build python %s does not run (%s): create the build venv first" % (python, exc))
-    return out.decode().strip()
+def python_version(python, system=None):
+    """'3.12.3 aarch64 cpython-312' of the build python; raises BuildError when it does not run."""
+    rc, out, err = (system or LocalSystem()).run([python, "-c", "import sys, platform; print(sys.version.split()[0], "
+                                                  "platform.machine(), sys.implementation.cache_tag)"])
+    if rc != 0:
+        raise BuildError("the build python %s does not run (exit %s: %s): create the build venv first"
+                         % (python, rc, output_tail(out, err)), tail=output_tail(out, err))
+    return out.strip()
+
+
+def tool_version(system, cmd):
+    """First line of ``cmd --version`` (or '' when the tool is missing): build_common.command_version
+    through the job's system."""
+    rc, out, err = system.run(list(cmd) + ["--version"])
+    if rc != 0:
+        return ""
+    lines = (out + err).strip().splitlines()
+    return lines[0] if lines else ""
 
 
 def resolve_commit(src_dir, repo, ref, cloned, check_mode):
@@ -94,7 +105,7 @@ def find_published(wheel_dir, key):
     return None
 
 
-def check_build_deps(python, requirements):
+def check_build_deps(system, python, requirements):
     names = list(requirements)
     code = (
         "import sys, re\n"
@@ -108,43 +119,52 @@ def check_build_deps(python, requirements):
         "        missing.append(req)\n"
         "print(' '.join(missing))\n"
     )
-    out = subprocess.check_output([python, "-c", code] + names).decode().strip()
+    rc, out, err = system.run([python, "-c", code] + names)
+    if rc != 0:
+        raise BuildError("could not check the build requirements with %s (exit %s): %s"
+                         % (python, rc, output_tail(out, err)), tail=output_tail(out, err))
+    out = out.strip()
     return out.split() if out else []
 
 
-class TorchWheelJob:
-    """params: the module's options (see its DOCUMENTATION)."""
+class TorchWheelJob(Job):
+    """params: the module's options (see its DOCUMENTATION); system: module_utils/job.py's seam.
+    The result carries ``warnings`` for the caller to show."""
 
-    def __init__(self, params):
-        self.p = dict(params)
+    def __init__(self, params, system, check_mode=False):
+        Job.__init__(self, params, system, check_mode)
+        self.p = self.params
 
-    def run(self, check_mode=False):
-        """The module's result (``warnings`` for the caller to show); raises BuildError."""
-        result, plan = self.plan(check_mode)
+    def plan(self):
+        """Nothing to do (a wheel with the same cache key is published), or the build and why.
+        Reads only; raises BuildError on bad input before anything on the host changes."""
+        result, plan = self.probe(self.check_mode)
         published = None if self.p["force"] else find_published(self.p["wheel_dir"], plan["key"])
         if published:
             wheel, manifest, mdata = published
             result.update(wheel=wheel, manifest=manifest, sha256=mdata.get("sha256"), fixes=mdata.get("fixes", []),
                           reproducible=mdata.get("reproducible"),
                           plan="a wheel with the same cache key is published (%s): nothing to do" % os.path.basename(wheel))
-            return result
+            return Plan([], result, plan)
         plan["why"] = "force: rebuilding" if self.p["force"] else "no published wheel has cache key %s" % plan["key"][:12]
         if plan["py_version"] is None:
             plan["why"] = "the build venv %s does not exist yet (the real run makes it first)" % self.p["python"]
-        if check_mode:
-            result.update(changed=True, fixes=self.fixes_would_apply(plan),
-                          plan="would build torch %s (%s) for %s: %s" % (
-                              plan["version"], (plan["commit"] or plan["ref"])[:12], plan["arch"]["arch_list"],
-                              plan["why"]))
-            return result
-        built = self.build_and_publish(plan)
+        change = "build torch %s (%s) for %s: %s" % (plan["version"], (plan["commit"] or plan["ref"])[:12],
+                                                     plan["arch"]["arch_list"], plan["why"])
+        if self.check_mode:
+            result.update(changed=True, fixes=self.fixes_would_apply(plan), plan="would " + change)
+        return Plan([change], result, plan)
+
+    def apply(self, plan):
+        result = dict(plan.result)
+        built = self.build_and_publish(plan.state)
         result["warnings"] = result["warnings"] + built.pop("leak_warnings")
         result.update(built)
         return result
 
-    def plan(self, check_mode):
-        """(the result so far, the plan): version, arch list, fixes, features, environment, source commit,
-        toolchain and the cache key over all of them.  Reads only; nothing on the host changes."""
+    def probe(self, check_mode):
+        """(the result so far, the plan's state): version, arch list, fixes, features, environment, source
+        commit, toolchain and the cache key over all of them.  Reads only; nothing on the host changes."""
         p = self.p
         data = p["torch_data"]
         for key in ("releases", "arch_min_version", "traps", "fixes"):
@@ -188,7 +208,7 @@ class TorchWheelJob:
         venv_bin = os.path.dirname(p["python"])
         ccache = None
         if p["ccache"]:
-            ccache = shutil.which("ccache") or None
+            ccache = self.system.which("ccache") or None
         env = tb.build_env({
             "arch_list": arch["arch_list"], "features": features, "machine": machine, "blas": p["blas"],
             "cuda_home": p["cuda_home"], "venv_bin": venv_bin, "cusparselt": cusparselt,
@@ -202,7 +222,7 @@ class TorchWheelJob:
             src_dir = p["src"]
             if not os.path.isdir(src_dir):
                 raise BuildError("src %s does not exist" % src_dir)
-            commit = git(["rev-parse", "HEAD"], cwd=src_dir)
+            commit = git_output(self.system, ["rev-parse", "HEAD"], src_dir)
             ref = p["ref"] or "HEAD"
             cloned = True
         else:
@@ -213,15 +233,16 @@ class TorchWheelJob:
             if commit is None and not check_mode:
                 raise BuildError("ref %s not found in %s" % (ref, p["repo"]))
 
-        toolchain = {"nvcc": nvcc_version(p["cuda_home"]) if features["cuda"] else None}
-        toolchain["cc"] = command_version(["cc"])
-        toolchain["cxx"] = command_version(["c++"])
-        toolchain["cmake"] = command_version([os.path.join(venv_bin, "cmake")]) or command_version(["cmake"])
+        toolchain = {"nvcc": nvcc_version(self.system, p["cuda_home"]) if features["cuda"] else None}
+        toolchain["cc"] = tool_version(self.system, ["cc"])
+        toolchain["cxx"] = tool_version(self.system, ["c++"])
+        toolchain["cmake"] = (tool_version(self.system, [os.path.join(venv_bin, "cmake")])
+                              or tool_version(self.system, ["cmake"]))
         if check_mode and not os.path.exists(p["python"]):
             # Check mode on a fresh host: the venv is made by an earlier task of the real run.
             py_version = None
         else:
-            py_version = python_version(p["python"])
+            py_version = python_version(p["python"], self.system)
 
         patches = {}
         for patch in p["patches"]:
@@ -254,7 +275,7 @@ class TorchWheelJob:
         not_checked = [{"name": n, "kind": "fix", "state": "would apply", "files": []} for n in names]
         if not (plan["cloned"] and plan["commit"]):
             return not_checked
-        if git(["rev-parse", "HEAD"], cwd=src_dir) != plan["commit"]:
+        if git_output(self.system, ["rev-parse", "HEAD"], src_dir) != plan["commit"]:
             return not_checked
         try:
             return tb.apply_all(src_dir, names, plan["fixes_data"], list(plan["patches"]), check_only=True)
@@ -273,7 +294,7 @@ class TorchWheelJob:
             status = StatusFile(status_path, "pytorch %s" % version, log_path)
             status.update(message=why)
             try:
-                built = build(p, status, plan["env"], plan["src_dir"], commit, plan["ref"], plan["cloned"], fix_names,
+                built = build(p, self.system, status, plan["env"], plan["src_dir"], commit, plan["ref"], plan["cloned"], fix_names,
                               fixes_data, list(patches), log_path, version)
             except BuildError as exc:
                 if status.state.get("state") == "running":
@@ -307,7 +328,7 @@ class TorchWheelJob:
                     plan="built torch %s (%s) for %s: %s" % (version, commit[:12], arch["arch_list"], why))
 
 
-def build(p, status, env, src_dir, commit, ref, cloned, fix_names, fixes_data, patches, log_path,
+def build(p, system, status, env, src_dir, commit, ref, cloned, fix_names, fixes_data, patches, log_path,
           version):
     genv = {"PATH": env["PATH"], "HOME": env["HOME"], "LANG": "C.UTF-8"}
     for name in env:
@@ -316,7 +337,10 @@ def build(p, status, env, src_dir, commit, ref, cloned, fix_names, fixes_data, p
     if not p["src"]:
         if not cloned and os.path.exists(src_dir):
             shutil.rmtree(src_dir)
-        head = git(["rev-parse", "--verify", "-q", "HEAD"], cwd=src_dir, check=False) if cloned else ""
+        head = ""
+        if cloned:
+            rc, out, _err = system.run(["git", "rev-parse", "--verify", "-q", "HEAD"], cwd=src_dir)
+            head = out.strip() if rc == 0 else ""
         if head != commit and os.path.exists(os.path.join(src_dir, tb.MARKER)):
             # Another commit: its pristine tree (checked out and cleaned below) has no fixes applied.
             os.unlink(os.path.join(src_dir, tb.MARKER))
@@ -335,7 +359,7 @@ def build(p, status, env, src_dir, commit, ref, cloned, fix_names, fixes_data, p
                    "build-deps", status, cwd=src_dir, env=env)
     elif p["build_deps"] == "check":
         status.phase("build-deps")
-        missing = check_build_deps(p["python"], reqs)
+        missing = check_build_deps(system, p["python"], reqs)
         if missing:
             raise BuildError("build requirements missing from %s: %s; install them or use build_deps: install"
                              % (p["python"], ", ".join(missing)))

@@ -319,22 +319,22 @@ def run_capture(cmd, cwd=None):
     return proc.returncode, out
 
 
-def python_identity(python):
+def python_identity(python, run=run_capture):
     """'3.12.3 cpython-312 aarch64' for the interpreter that builds the wheel (part of the key)."""
     code = ("import sys, platform; print('%d.%d.%d' % sys.version_info[:3], "
             "sys.implementation.cache_tag, platform.machine())")
-    rc, out = run_capture([python, "-c", code])
+    rc, out = run([python, "-c", code])
     if rc != 0:
         raise BuildError("cannot run the build interpreter %s: %s" % (python, out.strip()))
     return out.strip()
 
 
-def ptxas_identity(ptxas):
+def ptxas_identity(ptxas, run=run_capture):
     """The release line of ``ptxas --version`` (the ptxas is bundled into the wheel: part of the key)."""
     if not (os.path.isfile(ptxas) and os.access(ptxas, os.X_OK)):
         raise BuildError("ptxas_path %s is not an executable ptxas: install the CUDA 13 toolkit "
                          "(its ptxas knows sm_121a) or point ptxas_path at one" % ptxas)
-    rc, out = run_capture([ptxas, "--version"])
+    rc, out = run([ptxas, "--version"])
     lines = [line.strip() for line in out.splitlines() if line.strip()]
     if rc != 0 or not lines:
         raise BuildError("%s --version failed: %s" % (ptxas, out.strip()))

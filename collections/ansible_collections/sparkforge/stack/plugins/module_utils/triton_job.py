@@ -4,8 +4,12 @@
 """One run of triton_llvm_build: the probe (what would be built and why), the lock, the fetch,
 the LLVM and Triton builds with their logs and status file, and the atomic publish.
 
-No Ansible imports: the module passes its params in and turns ``JobFailed`` into fail_json,
-and unit tests drive ``TritonLlvmJob`` directly.
+The job has the shape of module_utils/job.py: ``TritonLlvmJob(params, system, check_mode)``,
+``plan()`` (what would be built and why: the Triton wheel, and LLVM when its stamp does not match),
+``apply(plan)`` (fetch, build, publish); ``run()`` holds the work dir's lock around both.  The
+probes (git, the compiler, the build python, ptxas) go through the ``system``, so unit tests plan
+without a toolchain; the long phases run with their logs on disk (build_common.run_logged).
+No Ansible imports.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -25,12 +29,9 @@ from ansible_collections.sparkforge.stack.plugins.module_utils.build_common impo
     BuildError,
     BuildFailed,
     BuildLock,
-    JobFailed,
     StatusFile,
     atomic_publish,
     atomic_write_text,
-    command_version,
-    git,
     log_tail,
     makedirs,
     run_logged,
@@ -44,8 +45,8 @@ from ansible_collections.sparkforge.stack.plugins.module_utils.triton_build impo
     ptxas_identity,
     python_identity,
     read_json,
-    run_capture as _run,
 )
+from ansible_collections.sparkforge.stack.plugins.module_utils.job import Job, JobError, Plan, capture, git_output
 
 DEFAULT_TRITON_REPO = "https://github.com/triton-lang/triton.git"
 DEFAULT_LLVM_REPO = "https://github.com/llvm/llvm-project.git"
@@ -54,7 +55,8 @@ DEFAULT_LLVM_REPO = "https://github.com/llvm/llvm-project.git"
 class TritonSource:
     """Reads files of the Triton source at a commit without changing any tree."""
 
-    def __init__(self, src, repo, ref, checkout):
+    def __init__(self, system, src, repo, ref, checkout):
+        self.system = system
         self.src = src
         self.repo = repo
         self.given_ref = ref
@@ -67,8 +69,8 @@ class TritonSource:
         if self.src:
             if not os.path.isdir(self.src):
                 raise BuildError("triton_src %s does not exist" % self.src)
-            self.commit = git(["rev-parse", "HEAD"], cwd=self.src)
-            diff = git(["diff", "HEAD"], cwd=self.src)
+            self.commit = git_output(self.system, ["rev-parse", "HEAD"], self.src)
+            diff = git_output(self.system, ["diff", "HEAD"], self.src)
             if diff:
                 self.diff = hashlib.sha256(diff.encode("utf-8")).hexdigest()
             return
@@ -76,7 +78,7 @@ class TritonSource:
         if tb.looks_like_commit(self.ref):
             self.commit = self.ref.lower()
             return
-        out = git(["ls-remote", self.repo, self.ref, self.ref + "^{}"], cwd="/")
+        out = git_output(self.system, ["ls-remote", self.repo, self.ref, self.ref + "^{}"], "/")
         found = {}
         for line in out.splitlines():
             sha, dummy, name = line.partition("\t")
@@ -102,17 +104,18 @@ class TritonSource:
                 return None
         for where in (self.checkout, tb.local_repo_path(self.repo)):
             if where and os.path.isdir(where):
-                rc, out = _run(["git", "show", "%s:%s" % (self.commit, relpath)], cwd=where)
+                rc, out = capture(self.system, ["git", "show", "%s:%s" % (self.commit, relpath)], cwd=where)
                 if rc == 0:
                     return out
         return None
 
 
-class TritonLlvmJob:
-    """params: the module's options (see its DOCUMENTATION)."""
+class TritonLlvmJob(Job):
+    """params: the module's options (see its DOCUMENTATION); system: module_utils/job.py's seam."""
 
-    def __init__(self, params):
-        p = dict(params)
+    def __init__(self, params, system, check_mode=False):
+        Job.__init__(self, params, system, check_mode)
+        p = self.params
         self.p = p
         self.work_dir = p["work_dir"]
         self.wheel_dir = p["wheel_dir"]
@@ -122,11 +125,14 @@ class TritonLlvmJob:
         self.llvm_checkout = p["llvm_src"] or os.path.join(self.work_dir, "src", "llvm-project")
         self.started = time.time()
         self.log = None
+        self.inputs = None
+        self.result = dict(changed=False, status_file=self.status_path)
+        self.want_diff = False
 
     # --- the probe: what would be built and why (no side effects) ---------------------------
     def probe(self):
         p = self.p
-        if p["ccache"] and not shutil.which("ccache"):
+        if p["ccache"] and not self.system.which("ccache"):
             raise BuildError("ccache: true but there is no ccache in PATH; install ccache or set ccache: false")
         if p["triton_src"] and p["triton_repo"]:
             raise BuildError("give triton_repo or triton_src, not both")
@@ -139,7 +145,7 @@ class TritonLlvmJob:
         if not p["llvm_src"]:
             p["llvm_repo"] = p["llvm_repo"] or DEFAULT_LLVM_REPO
 
-        source = TritonSource(p["triton_src"], p["triton_repo"], p["triton_ref"],
+        source = TritonSource(self.system, p["triton_src"], p["triton_repo"], p["triton_ref"],
                               None if p["triton_src"] else self.triton_checkout)
         source.resolve(p["triton_version"])
         self.source = source
@@ -161,11 +167,11 @@ class TritonLlvmJob:
         self.version = version
         self.llvm_commit = llvm_commit
 
-        compiler = command_version([os.environ.get("CXX") or "c++"])
+        compiler = self.tool_version([os.environ.get("CXX") or "c++"])
         self.jobs_llvm, why_llvm = tb.resolve_llvm_jobs(p["jobs"])
         self.jobs_triton, why_triton = tb.resolve_triton_jobs(p["jobs"])
-        python_id = python_identity(self.python)
-        ptxas_id = ptxas_identity(p["ptxas_path"])
+        python_id = python_identity(self.python, run=self.capture)
+        ptxas_id = ptxas_identity(p["ptxas_path"], run=self.capture)
 
         plan = {
             "triton": {"commit": source.commit, "version": version, "ref": source.ref,
@@ -175,7 +181,7 @@ class TritonLlvmJob:
                      "triton_why": why_triton},
             "python": python_id, "compiler": compiler, "ptxas": ptxas_id,
         }
-        self.plan = plan
+        self.inputs = plan
         if not llvm_commit:
             # Only in check mode without a local copy of the Triton commit.
             plan["llvm"].update(build=None, why="the LLVM pin is unknown until the Triton source is fetched")
@@ -216,43 +222,63 @@ class TritonLlvmJob:
                             build_dir=tb.llvm_build_dir(self.work_dir, self.llvm_key))
         return plan
 
-    # --- one module run: lock, probe, build or not, the result -------------------------------
-    def run(self, check_mode=False, diff=False):
-        """The module's result; raises JobFailed (with the result so far) when the run fails."""
-        result = dict(changed=False, status_file=self.status_path)
+    def capture(self, cmd, cwd=None):
+        return capture(self.system, cmd, cwd)
 
-        def fail(msg, **extra):
-            result.update(extra)
-            result["duration_s"] = round(time.time() - self.started, 2)
-            return JobFailed(msg, **result)
+    def tool_version(self, cmd):
+        """First line of ``cmd --version``, '' when the tool is missing (build_common.command_version's)."""
+        rc, out = self.capture(list(cmd) + ["--version"])
+        lines = out.strip().splitlines()
+        return lines[0] if rc == 0 and lines else ""
 
+    def fail(self, msg, tail=None, **extra):
+        """The JobError of this run: ``msg`` with the result so far and ``extra``."""
+        self.result.update(extra)
+        self.result["duration_s"] = round(time.time() - self.started, 2)
+        return JobError(msg, tail=tail, **self.result)
+
+    # --- the job's shape: plan, apply, and run under the lock ---------------------------------
+    def plan(self):
+        """What would be built and why; raises JobError (phase: plan) before anything is built."""
+        result = self.result
+        try:
+            plan = self.probe()
+        except JobError as exc:
+            raise self.fail(str(exc), tail=exc.tail, phase="plan")
+        result["plan"] = plan
+        result.update(triton_commit=self.source.commit, triton_version=self.version,
+                      llvm_commit=self.llvm_commit, cache_key=self.triton_key,
+                      llvm_cache_key=self.llvm_key, llvm_prefix=getattr(self, "llvm_prefix", None))
+        before = self.record["cache_key"] if self.record else "(no wheel with this key)"
+        if self.want_diff:
+            result["diff"] = {"before": "triton wheel: %s\n" % before, "after": "triton wheel: %s\n" % self.triton_key}
+        if not plan["triton"]["build"]:
+            record = self.record
+            result.update(wheel=os.path.join(self.wheel_dir, record["wheel"]), wheel_sha256=record["sha256"],
+                          built=[], log=record.get("log"), reproducible=record.get("reproducible"))
+            return Plan([], result)
+        changes = ["build triton: %s" % plan["triton"]["why"]]
+        if plan["llvm"]["build"] is not False:
+            changes.insert(0, "build llvm: %s" % plan["llvm"]["why"])
+        if self.check_mode:
+            result.update(changed=True, built=[], wheel=None, log=None)
+        return Plan(changes, result)
+
+    def apply(self, plan):
+        self.result.update(self.build_and_publish(plan.result["plan"], self.fail))
+        return self.result
+
+    def run(self, diff=False):
+        """The module's result: plan and apply under the work dir's lock (none in check mode)."""
+        self.want_diff = diff
         lock = None
-        if not check_mode:
+        if not self.check_mode:
             try:
                 lock = BuildLock(os.path.join(self.work_dir, ".build.lock")).acquire()
-            except BuildError as exc:
-                raise fail(str(exc), phase="lock")
+            except JobError as exc:
+                raise self.fail(str(exc), phase="lock")
         try:
-            try:
-                plan = self.probe()
-            except BuildError as exc:
-                raise fail(str(exc), phase="plan")
-            result["plan"] = plan
-            result.update(triton_commit=self.source.commit, triton_version=self.version,
-                          llvm_commit=self.llvm_commit, cache_key=self.triton_key,
-                          llvm_cache_key=self.llvm_key, llvm_prefix=getattr(self, "llvm_prefix", None))
-            if diff:
-                before = self.record["cache_key"] if self.record else "(no wheel with this key)"
-                result["diff"] = {"before": "triton wheel: %s\n" % before,
-                                  "after": "triton wheel: %s\n" % self.triton_key}
-            if not plan["triton"]["build"]:
-                record = self.record
-                result.update(wheel=os.path.join(self.wheel_dir, record["wheel"]), wheel_sha256=record["sha256"],
-                              built=[], log=record.get("log"), reproducible=record.get("reproducible"))
-            elif check_mode:
-                result.update(changed=True, built=[], wheel=None, log=None)
-            else:
-                result.update(self.build_and_publish(plan, fail))
+            result = Job.run(self, diff)
         finally:
             if lock is not None:
                 lock.release()
@@ -275,13 +301,13 @@ class TritonLlvmJob:
             msg = str(exc)
             if errors:
                 msg += "\n--- error lines of the log ---\n" + "\n".join(errors)
-            raise fail(msg, log=self.log, phase=exc.phase, rc=exc.returncode, log_tail=exc.tail,
+            raise fail(msg, tail=exc.tail, log=self.log, phase=exc.phase, rc=exc.returncode, log_tail=exc.tail,
                        error_lines=errors)
         except (BuildError, OSError) as exc:
             phase = status.state.get("phase")
             status.finish("failed", str(exc))
-            raise fail("phase '%s' failed: %s" % (phase, exc), log=self.log, phase=phase,
-                       log_tail=log_tail(self.log))
+            tail = log_tail(self.log)
+            raise fail("phase '%s' failed: %s" % (phase, exc), tail=tail, log=self.log, phase=phase, log_tail=tail)
         status.finish("done", "published %s" % os.path.basename(wheel))
         return dict(changed=True, log=self.log, wheel=wheel, wheel_sha256=record["sha256"], built=built,
                     reproducible=record["reproducible"])
@@ -300,9 +326,9 @@ class TritonLlvmJob:
         setup_rel = tb.resolve_setup_dir(self.triton_checkout, version)
         setup_dir = os.path.join(self.triton_checkout, setup_rel)
 
-        if self.plan["llvm"]["build"]:
+        if self.inputs["llvm"]["build"]:
             if p["llvm_src"]:
-                head = git(["rev-parse", "HEAD"], cwd=p["llvm_src"])
+                head = git_output(self.system, ["rev-parse", "HEAD"], p["llvm_src"])
                 if head != self.llvm_commit:
                     raise BuildError("llvm_src %s is at %s but Triton pins %s: check out that commit there" % (
                         p["llvm_src"], head, self.llvm_commit))
@@ -340,7 +366,7 @@ class TritonLlvmJob:
             "wheel": name, "sha256": digest, "cache_key": self.triton_key, "llvm_cache_key": self.llvm_key,
             "triton_commit": self.source.commit, "triton_version": version, "llvm_commit": self.llvm_commit,
             "llvm_prefix": self.llvm_prefix, "log": log,
-            "built_at": time.strftime("%Y-%m-%dT%H:%M:%S"), "inputs": self.plan,
+            "built_at": time.strftime("%Y-%m-%dT%H:%M:%S"), "inputs": self.inputs,
         }
         atomic_write_text(tb.record_path(self.wheel_dir, name), json.dumps(record, indent=1, sort_keys=True) + "\n")
         return built, published, record
@@ -384,7 +410,7 @@ class TritonLlvmJob:
             raise BuildError("the LLVM install in %s has no bin/llvm-config; see %s" % (self.llvm_prefix, log))
         stamp = {"cache_key": self.llvm_key, "llvm_commit": self.llvm_commit, "build_dir": build_dir,
                  "inputs": tb.llvm_key_inputs(self.llvm_commit, p["llvm_projects"], p["llvm_targets"],
-                                              p["build_type"], p["assertions"], self.plan["compiler"],
+                                              p["build_type"], p["assertions"], self.inputs["compiler"],
                                               p["llvm_cmake_args"]),
                  "built_at": time.strftime("%Y-%m-%dT%H:%M:%S")}
         atomic_write_text(stamp_path, json.dumps(stamp, indent=1, sort_keys=True) + "\n")

@@ -218,28 +218,8 @@ arch:
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.urls import fetch_url
 from ansible_collections.sparkforge.stack.plugins.module_utils import cusparselt as cl
-from ansible_collections.sparkforge.stack.plugins.module_utils import cusparselt_job
-from ansible_collections.sparkforge.stack.plugins.module_utils.build_common import JobFailed
-
-
-class AnsibleSystem:
-    """The host as cusparselt_job sees it, through Ansible: run_command, and fetch_url (TLS
-    verified unless validate_certs: false, proxy environment honoured)."""
-
-    def __init__(self, module):
-        self.module = module
-
-    def run(self, cmd, env=None):
-        return self.module.run_command(cmd, environ_update=env or {})
-
-    def fetch(self, url, timeout):
-        return fetch_url(self.module, url, timeout=timeout)
-
-    def warn(self, msg):
-        self.module.warn(msg)
-
-    def which(self, name, opt_dirs):
-        return self.module.get_bin_path(name, opt_dirs=opt_dirs)
+from ansible_collections.sparkforge.stack.plugins.module_utils.cusparselt_job import CusparseltJob
+from ansible_collections.sparkforge.stack.plugins.module_utils.job import AnsibleSystem, JobError
 
 
 # The options (DOCUMENTATION above); the unit tests validate their params against it too.
@@ -263,10 +243,13 @@ ARGUMENT_SPEC = dict(
 
 def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    # The host through Ansible: run_command, and fetch_url (TLS verified unless validate_certs: false,
+    # proxy environment honoured).
+    job = CusparseltJob(module.params, AnsibleSystem(module, fetch_url), module.check_mode)
     try:
-        res = cusparselt_job.run(module.params, module.check_mode, AnsibleSystem(module), diff=module._diff)
-    except JobFailed as exc:
-        module.fail_json(msg=exc.msg, **exc.result)
+        res = job.run(diff=module._diff)
+    except JobError as exc:
+        module.fail_json(**exc.fail_args())
     module.exit_json(**res)
 
 

@@ -124,8 +124,8 @@ log:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.sparkforge.stack.plugins.module_utils import domain_build
-from ansible_collections.sparkforge.stack.plugins.module_utils.build_common import BuildError
+from ansible_collections.sparkforge.stack.plugins.module_utils.domain_build import DomainWheelJob
+from ansible_collections.sparkforge.stack.plugins.module_utils.job import AnsibleSystem, JobError
 
 ARGUMENT_SPEC = dict(
     name=dict(type="str", required=True),
@@ -142,10 +142,11 @@ ARGUMENT_SPEC = dict(
 
 def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    job = DomainWheelJob(module.params, AnsibleSystem(module), module.check_mode)
     try:
-        result = domain_build.run(module.params, check_mode=module.check_mode)
-    except BuildError as exc:
-        module.fail_json(msg=str(exc))
+        result = job.run()
+    except JobError as exc:
+        module.fail_json(**exc.fail_args())
     for warning in result.pop("warnings", []):
         module.warn(warning)
     module.exit_json(**result)

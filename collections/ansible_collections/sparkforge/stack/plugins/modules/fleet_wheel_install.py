@@ -147,48 +147,10 @@ rollback_lineage:
   type: str
 """
 
-import datetime
-import os
-
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.sparkforge.stack.plugins.module_utils import fleet_wheels as fw
-from ansible_collections.sparkforge.stack.plugins.module_utils import generations as gen
-from ansible_collections.sparkforge.stack.plugins.module_utils.pip_env import CONFIG_OFF
-
-
-GOOD = ("verified", "rolled_back")  # states a host passed the gate in
-
-
-def rollback_target(record, target):
-    """(generation, lineage) a failed move to ``target`` goes back to: the one the host ran before, which is
-    the record's previous one when the record is already on ``target`` (its gate not passed) or an install
-    was interrupted; (None, None) when there is none."""
-    on_target = (record.get("lineage"), record.get("generation")) == (target["lineage"], target["number"])
-    entry = record if not on_target and record.get("state") in GOOD + ("installed",) else record.get("previous")
-    entry = entry or {}
-    return entry.get("generation"), entry.get("lineage")
-
-
-def how_to(record, target, reason):
-    """The record's ``how`` for reaching ``target`` ({class, number}) from ``record``."""
-    if not record:
-        return "first install (generation %d)" % target["number"]
-    if record.get("state") == "installing":
-        return "repair: the install of generation %s was interrupted" % record.get("generation")
-    if record.get("lineage") != target["lineage"]:
-        return "%s from generation %s of %s" % (reason, record.get("generation"), record.get("lineage"))
-    if record.get("generation") == target["number"]:
-        return record.get("how") or reason
-    return "%s from generation %s" % (reason, record.get("generation"))
-
-
-def _exit(module, result):
-    names = module.params["venv_state"]
-    if names:
-        result["venv_state"] = fw.read_venv_state(module.run_command,
-                                                  os.path.join(module.params["venv"], "bin", "python"), names)
-    module.exit_json(**result)
+from ansible_collections.sparkforge.stack.plugins.module_utils.fleet_install_job import FleetWheelInstallJob
+from ansible_collections.sparkforge.stack.plugins.module_utils.job import AnsibleSystem, JobError
 
 
 def main():
@@ -208,74 +170,12 @@ def main():
         required_by={"generation": ["host_record"]},
         supports_check_mode=True,
     )
-    p = module.params
-    target = p["generation"]
-    if target is not None:
-        try:
-            target = dict(target, number=int(str(target.get("number"))))
-        except ValueError:
-            target = dict(target, number=None)
-        if not target.get("lineage") or not target.get("class") or target["number"] is None or target["number"] < 1:
-            module.fail_json(msg="generation needs lineage, class and number (a whole number from 1), got %r"
-                             % (p["generation"],))
-    host_before = gen.read_host(p["host_record"]) if p["host_record"] else None
-    extra = {}
-    if host_before is not None:
-        extra = dict(host_generation=host_before, partial=host_before.get("state") == "installing")
-    if target is not None:
-        extra["how"] = how_to(host_before, target, target.get("reason") or "upgrade")
-        # Moving: another generation, or this one not yet through the gate.
-        extra["upgrading"] = (host_before.get("generation"), host_before.get("lineage")) != (
-            target["number"], target["lineage"]) or host_before.get("state") not in GOOD
-        extra["rollback_to"], extra["rollback_lineage"] = rollback_target(host_before, target) \
-            if extra["upgrading"] else (None, None)
-    incomplete = [w for w in p["wheels"] if not all(w.get(k) for k in ("name", "file", "sha256"))]
-    if incomplete:
-        module.fail_json(msg="wheel entries need name, file and sha256: %s" % incomplete)
-    hashes = fw.HashCache(p["wheel_dir"], rehash=p["rehash"], write=not module.check_mode)
-    bad = fw.check_copies(p["wheel_dir"], p["wheels"], hashes)
-    hashes.save()
-    record_path = os.path.join(p["venv"], fw.RECORD_NAME)
-    before = fw.read_record(record_path)
-    if bad and p["copies"] == "report":
-        # No wheel_sha256 here: the host does not hold these wheels yet (the API reads it as installed).
-        _exit(module, dict(changed=False, to_copy=[b[0] for b in bad], installed=before, reinstalled=[], **extra))
-    if bad:
-        module.fail_json(msg="the class's wheels on this host are not the builder's, nothing installed: %s"
-                         % "; ".join("%s %s" % item for item in bad), mismatches=[b[0] for b in bad])
-    todo = fw.to_install(p["wheels"], before)
-    after = dict((w["name"], w["sha256"]) for w in p["wheels"])
-    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    # The host record changes when the host holds another generation, or the last install was interrupted.
-    record_moves = target is not None and (
-        host_before.get("generation") != target["number"] or host_before.get("state") in ("installing", "failed")
-        or host_before.get("lineage") != target["lineage"])
-    result = dict(changed=bool(todo) or before != after or record_moves, to_copy=[], installed=after,
-                  reinstalled=[w["name"] for w in todo],
-                  wheel_sha256=dict((w["file"], w["sha256"]) for w in p["wheels"]),
-                  diff=dict(before=before, after=after, before_header=record_path, after_header=record_path), **extra)
-    if module.check_mode or not result["changed"]:
-        _exit(module, result)
-    if record_moves:
-        gen.write_host(p["host_record"], gen.host_transition(host_before, target, "installing", extra["how"], now,
-                                                             after))
-    python = os.path.join(p["venv"], "bin", "python")
-    if not os.path.exists(python):
-        rc, out, err = module.run_command([p["python"], "-m", "venv", p["venv"]])
-        if rc != 0:
-            module.fail_json(msg="could not create the venv %s: %s" % (p["venv"], (err or out).strip()))
-    if todo:
-        rc, out, err = module.run_command(fw.install_argv(python, p["wheel_dir"], todo, p["pip_extra_args"]),
-                                          environ_update=dict(CONFIG_OFF))
-        if rc != 0:
-            tail = "\n".join((err or out).strip().splitlines()[-15:])
-            module.fail_json(msg="pip could not install %s (exit %d):\n%s"
-                             % (", ".join(w["file"] for w in todo), rc, tail), stdout=out, stderr=err)
-    fw.write_record(record_path, after)
-    if record_moves:
-        written = gen.read_host(p["host_record"])
-        gen.write_host(p["host_record"], gen.host_transition(written, target, "installed", extra["how"], now, after))
-    _exit(module, result)
+    job = FleetWheelInstallJob(module.params, AnsibleSystem(module), module.check_mode)
+    try:
+        result = job.run()
+    except JobError as exc:
+        module.fail_json(**exc.fail_args())
+    module.exit_json(**result)
 
 
 if __name__ == "__main__":

@@ -168,10 +168,8 @@ notes:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.sparkforge.stack.plugins.module_utils import heavy_build
 from ansible_collections.sparkforge.stack.plugins.module_utils import heavy_wheels
-from ansible_collections.sparkforge.stack.plugins.module_utils import ml_packages as mp
-from ansible_collections.sparkforge.stack.plugins.module_utils.build_common import BuildError
+from ansible_collections.sparkforge.stack.plugins.module_utils.job import AnsibleSystem, JobError
 from ansible_collections.sparkforge.stack.plugins.module_utils.pip_env import scrub_process_environ
 
 
@@ -205,24 +203,13 @@ def main():
         ),
         supports_check_mode=True,
     )
-    p = module.params
-    host = {"arch": p["arch"], "platform_class": p["platform_class"], "cuda_major": p["cuda_major"]}
-    try:
-        plan = mp.resolve(p["matrix"], p["profiles"], p["pins"], host, profile=p["profile"], packages=p["packages"],
-                          allow_source_builds=p["allow_source_builds"])
-        heavy, _notes = heavy_wheels.class_builds(plan)
-        if heavy:
-            for item in heavy:
-                item["gpu_env"], item["gpu_notes"], item["audit_targets"] = heavy_wheels.plan_item(
-                    item, p["cuda_arch_list"], p["audit_targets"], p["build_cpus"], p["build_memory_gib"])
-    except (mp.MatrixError, heavy_build.HeavyBuildError) as exc:
-        module.fail_json(msg="cannot plan the class's GPU package builds: %s" % exc)
     # The host's own pip configuration adds nothing: every source is the plan's.
     scrub_process_environ()
+    job = heavy_wheels.HeavyWheelsJob(module.params, AnsibleSystem(module), module.check_mode)
     try:
-        result = heavy_wheels.run(p, plan, check_mode=module.check_mode)
-    except BuildError as exc:
-        module.fail_json(msg=str(exc))
+        result = job.run()
+    except JobError as exc:
+        module.fail_json(**exc.fail_args())
     module.exit_json(**result)
 
 

@@ -316,7 +316,7 @@ pairing:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.sparkforge.stack.plugins.module_utils.build_common import BuildError
+from ansible_collections.sparkforge.stack.plugins.module_utils.job import AnsibleSystem, JobError
 from ansible_collections.sparkforge.stack.plugins.module_utils import torch_build as tb
 from ansible_collections.sparkforge.stack.plugins.module_utils.torch_job import TorchWheelJob
 
@@ -362,10 +362,11 @@ ARGUMENT_SPEC = dict(
 
 def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    job = TorchWheelJob(module.params, AnsibleSystem(module), module.check_mode)
     try:
-        result = TorchWheelJob(module.params).run(check_mode=module.check_mode)
-    except BuildError as exc:
-        module.fail_json(msg=str(exc))
+        result = job.run()
+    except JobError as exc:
+        module.fail_json(**exc.fail_args())
     for warning in result.pop("warnings"):
         module.warn(warning)
     module.exit_json(**result)

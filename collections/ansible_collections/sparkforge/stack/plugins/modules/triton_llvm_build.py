@@ -272,7 +272,7 @@ error_lines:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.sparkforge.stack.plugins.module_utils.build_common import JobFailed
+from ansible_collections.sparkforge.stack.plugins.module_utils.job import AnsibleSystem, JobError
 from ansible_collections.sparkforge.stack.plugins.module_utils import repro
 from ansible_collections.sparkforge.stack.plugins.module_utils import triton_build as tb
 from ansible_collections.sparkforge.stack.plugins.module_utils.triton_job import TritonLlvmJob
@@ -311,10 +311,11 @@ MUTUALLY_EXCLUSIVE = [["triton_repo", "triton_src"], ["llvm_repo", "llvm_src"]]
 def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, mutually_exclusive=MUTUALLY_EXCLUSIVE,
                            supports_check_mode=True)
+    job = TritonLlvmJob(module.params, AnsibleSystem(module), module.check_mode)
     try:
-        result = TritonLlvmJob(module.params).run(check_mode=module.check_mode, diff=module._diff)
-    except JobFailed as exc:
-        module.fail_json(msg=exc.msg, **exc.result)
+        result = job.run(diff=module._diff)
+    except JobError as exc:
+        module.fail_json(**exc.fail_args())
     for warning in repro.leak_warnings(os.path.basename(result.get("wheel") or ""), result.get("reproducible") or {}):
         module.warn(warning)
     module.exit_json(**result)

@@ -4,11 +4,18 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import os
+import sys
+
 import pytest
 
 from ansible_collections.sparkforge.stack.plugins.module_utils import heavy_build
 from ansible_collections.sparkforge.stack.plugins.module_utils import heavy_wheels as hw
 from ansible_collections.sparkforge.stack.plugins.module_utils import ml_packages as mp
+from ansible_collections.sparkforge.stack.plugins.module_utils.job import JobError, LocalSystem
+
+sys.path.insert(0, os.path.dirname(__file__))
+from fake_system import FakeSystem  # noqa: E402  pylint: disable=wrong-import-position
 
 GPU_BUILD = {
     "arch_env": [{"name": "TORCH_CUDA_ARCH_LIST", "form": "torch"},
@@ -76,9 +83,45 @@ def test_without_a_torch_build_or_nvcc_nothing_is_built(tmp_path):
     p = {"venv": str(tmp_path / "venv"), "depends_on": "", "cuda_home": str(tmp_path)}
     item = [i for i in plan() if i["name"] == "flash-attn"][0]
     item["gpu_env"], _n, item["audit_targets"] = hw.plan_item(item, "12.1", ["12.1"], cpus=8, memory_gib=64)
-    with pytest.raises(hw.BuildError, match="is not a Python; the GPU packages build against the torch"):
-        hw.run(p, [item])
-    result = hw.run(p, [item], check_mode=True)
+    p["plan"] = [item]
+    with pytest.raises(JobError, match="is not a Python; the GPU packages build against the torch"):
+        hw.HeavyWheelsJob(p, LocalSystem()).run()
+    result = hw.HeavyWheelsJob(p, LocalSystem(), check_mode=True).run()
     assert result["changed"] is True and "against the torch this run builds" in result["wheels"][0]["plan"]
-    with pytest.raises(hw.BuildError, match=r"cuda_home=.*is not an executable nvcc"):
+    with pytest.raises(JobError, match=r"cuda_home=.*is not an executable nvcc"):
         hw.cuda_release(str(tmp_path))
+
+
+def test_a_broken_nvcc_is_refused_with_its_output_before_any_download(tmp_path):
+    venv_bin = tmp_path / "venv" / "bin"
+    venv_bin.mkdir(parents=True)
+    (venv_bin / "python").write_text("")
+    (venv_bin / "python").chmod(0o755)
+    nvcc = tmp_path / "cuda" / "bin" / "nvcc"
+    nvcc.parent.mkdir(parents=True)
+    nvcc.write_text("")
+    nvcc.chmod(0o755)
+    item = [i for i in plan() if i["name"] == "flash-attn"][0]
+    item["gpu_env"], _n, item["audit_targets"] = hw.plan_item(item, "12.1", ["12.1"], cpus=8, memory_gib=64)
+    p = {"venv": str(tmp_path / "venv"), "depends_on": "a" * 64, "cuda_home": str(tmp_path / "cuda"), "plan": [item],
+         "index_url": None, "extra_index_urls": [], "find_links": [], "no_index": False, "env": {},
+         "wheel_dir": str(tmp_path / "wheels"), "log_dir": None, "force": False, "cuda_arch_list": "12.1"}
+    host = FakeSystem(commands={str(nvcc): (1, "", "nvcc: error while loading shared libraries: libnvvm.so\n")})
+    with pytest.raises(JobError) as info:
+        hw.HeavyWheelsJob(p, host).run()
+    assert info.value.msg.startswith("%s --version failed (exit 1): nvcc: error while loading" % nvcc)
+    assert info.value.tail == "nvcc: error while loading shared libraries: libnvvm.so"
+    assert host.ran == [[str(nvcc), "--version"]] and not os.path.exists(p["wheel_dir"])
+
+
+def test_the_job_resolves_the_matrix_and_refuses_a_bad_arch_list_before_the_host_is_asked(tmp_path):
+    p = {"venv": str(tmp_path / "venv"), "depends_on": "", "cuda_home": str(tmp_path), "matrix": MATRIX,
+         "profiles": {}, "pins": {"flash-attn": "2.8.3.post2"}, "profile": None, "packages": ["flash-attn"],
+         "arch": "aarch64", "platform_class": "dgx_spark", "cuda_major": 13, "allow_source_builds": True,
+         "cuda_arch_list": "sm_121", "audit_targets": ["12.1"], "build_cpus": 8, "build_memory_gib": 64.0}
+    host = FakeSystem()
+    with pytest.raises(JobError, match="cannot plan the class's GPU package builds: .*cuda_arch_list='sm_121'"):
+        hw.HeavyWheelsJob(p, host, check_mode=True).run()
+    res = hw.HeavyWheelsJob(dict(p, cuda_arch_list="12.1"), host, check_mode=True).run()
+    assert [w["name"] for w in res["wheels"]] == ["flash-attn"] and res["changed"] is True
+    assert "against the torch this run builds" in res["wheels"][0]["plan"] and host.ran == []
