@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Bytes and time to fetch a source tree with submodules: a full recursive clone against the stack's
-shallow fetch (module_utils.git_fetch, what pytorch_wheel_build and triton_llvm_build use).
+shallow fetch (module_utils.build.git_fetch, what pytorch_wheel_build and triton_llvm_build use).
 
 usage: bench/git_fetch.py [--commits N] [--submodules K] [--bytes B] [--repeat R] [--out FILE.md]
 
@@ -21,7 +21,7 @@ import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "collections"))
-from ansible_collections.sparkforge.stack.plugins.module_utils import git_fetch  # noqa: E402
+from ansible_collections.sparkforge.stack.plugins.module_utils.build import git_fetch  # noqa: E402
 
 ENV = dict(os.environ, GIT_CONFIG_COUNT="1", GIT_CONFIG_KEY_0="protocol.file.allow", GIT_CONFIG_VALUE_0="always")
 

@@ -1,7 +1,7 @@
 """The build modules' orchestration, driven directly (no module process, no Ansible run).
 
 triton_llvm_build, pytorch_wheel_build and cusparselt_repo keep only the Ansible glue; their
-work is module_utils/triton_job.py, torch_job.py and cusparselt_job.py.  These tests call those
+work is module_utils/build/triton_job.py, torch_job.py and cusparselt_job.py.  These tests call those
 with params validated against each module's own ARGUMENT_SPEC, on the same fixtures as the
 module tests: the LLVM/Triton and PyTorch fixture repositories (real git, cmake, ninja, pip
 wheel) and the stand-in NVIDIA server with real signed .debs.  The cuSPARSELt runs here are
@@ -42,11 +42,11 @@ FIXTURE_PTXAS, python, repos = _triton_tests.FIXTURE_PTXAS, _triton_tests.python
 
 sys.path.insert(0, COLLECTIONS)
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator  # noqa: E402
-from ansible_collections.sparkforge.stack.plugins.module_utils.cusparselt_job import CusparseltJob  # noqa: E402
-from ansible_collections.sparkforge.stack.plugins.module_utils.job import JobError, LocalSystem  # noqa: E402
-from ansible_collections.sparkforge.stack.plugins.module_utils.build_common import BuildLock  # noqa: E402
-from ansible_collections.sparkforge.stack.plugins.module_utils.torch_job import TorchWheelJob  # noqa: E402
-from ansible_collections.sparkforge.stack.plugins.module_utils.triton_job import TritonLlvmJob  # noqa: E402
+from ansible_collections.sparkforge.stack.plugins.module_utils.cuda.cusparselt_job import CusparseltJob  # noqa: E402
+from ansible_collections.sparkforge.stack.plugins.module_utils._common.job import JobError, LocalSystem  # noqa: E402
+from ansible_collections.sparkforge.stack.plugins.module_utils.build.build_common import BuildLock  # noqa: E402
+from ansible_collections.sparkforge.stack.plugins.module_utils.build.torch_job import TorchWheelJob  # noqa: E402
+from ansible_collections.sparkforge.stack.plugins.module_utils.build.triton_job import TritonLlvmJob  # noqa: E402
 
 sys.path.insert(0, os.path.join(REPO, "tests", "fixtures", "nvidia_repo"))
 import build_repo  # noqa: E402

@@ -21,9 +21,10 @@ from test_check_mode_local import BIN, make_host, snapshot, template_venv, watch
 from test_sources_preflight import CHECKS, H100, MANIFEST_KEYS, env_without_proxies
 
 sys.path.insert(0, COLLECTIONS)
-from ansible_collections.sparkforge.stack.plugins.module_utils import bundle, sources, validate  # noqa: E402
-from ansible_collections.sparkforge.stack.plugins.module_utils import wheel_check  # noqa: E402
-from ansible_collections.sparkforge.stack.plugins.module_utils import preflight as pf  # noqa: E402
+from ansible_collections.sparkforge.stack.plugins.module_utils.fleet import bundle  # noqa: E402
+from ansible_collections.sparkforge.stack.plugins.module_utils.plan import sources, validate  # noqa: E402
+from ansible_collections.sparkforge.stack.plugins.module_utils.plan import wheel_check  # noqa: E402
+from ansible_collections.sparkforge.stack.plugins.module_utils.plan import preflight as pf  # noqa: E402
 
 PY = "%d.%d" % sys.version_info[:2]
 CP = "cp%d%d" % sys.version_info[:2]

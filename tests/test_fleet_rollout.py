@@ -49,7 +49,7 @@ from helpers import (COLLECTIONS, CONNECTION, GB10, GH200, REPO, fake_smi, image
                      start_container, user_checkout, user_shell)
 
 sys.path.insert(0, COLLECTIONS)
-from ansible_collections.sparkforge.stack.plugins.module_utils import generations as gen  # noqa: E402
+from ansible_collections.sparkforge.stack.plugins.module_utils.fleet import generations as gen  # noqa: E402
 
 BIN = os.path.dirname(sys.executable)
 FIXTURES = os.path.join(REPO, "tests", "fixtures")

@@ -1,4 +1,4 @@
-"""The stack's one git fetch (module_utils.git_fetch), used by pytorch_wheel_build and triton_llvm_build.
+"""The stack's one git fetch (module_utils.build.git_fetch), used by pytorch_wheel_build and triton_llvm_build.
 
 On a fixture superproject with three submodules, each with history (tests/fixtures/git_submodules),
 pinned at commits that are not their branch tips: the fetch brings exactly one commit of the
@@ -16,8 +16,8 @@ import pytest
 from helpers import REPO
 
 sys.path.insert(0, os.path.join(REPO, "collections"))
-from ansible_collections.sparkforge.stack.plugins.module_utils import git_fetch  # noqa: E402
-from ansible_collections.sparkforge.stack.plugins.module_utils.build_common import BuildFailed  # noqa: E402
+from ansible_collections.sparkforge.stack.plugins.module_utils.build import git_fetch  # noqa: E402
+from ansible_collections.sparkforge.stack.plugins.module_utils.build.build_common import BuildFailed  # noqa: E402
 
 MAKE = os.path.join(REPO, "tests", "fixtures", "git_submodules", "make_repos.py")
 ENV = dict(os.environ, GIT_CONFIG_COUNT="1", GIT_CONFIG_KEY_0="protocol.file.allow", GIT_CONFIG_VALUE_0="always")

@@ -17,7 +17,8 @@ import sys
 from helpers import COLLECTIONS, REPO, run_module
 
 sys.path.insert(0, COLLECTIONS)
-from ansible_collections.sparkforge.stack.plugins.module_utils import bundle, git_fetch  # noqa: E402
+from ansible_collections.sparkforge.stack.plugins.module_utils.fleet import bundle  # noqa: E402
+from ansible_collections.sparkforge.stack.plugins.module_utils.build import git_fetch  # noqa: E402
 
 MAKE_REPOS = os.path.join(REPO, "tests", "fixtures", "git_submodules", "make_repos.py")
 TARGET = {"id": "ubuntu2404-amd64-py3.11", "distro": "ubuntu2404", "repo_arch": "x86_64", "deb_arch": "amd64",

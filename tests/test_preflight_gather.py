@@ -94,7 +94,7 @@ def test_one_call_returns_the_facts_of_gpu_facts_and_setup_and_plans_with_them(t
 
 def test_the_maps_fill_the_repository_names_and_the_pinned_installer_sha256():
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "collections"))
-    from ansible_collections.sparkforge.stack.plugins.module_utils.sources import fill_platform_names
+    from ansible_collections.sparkforge.stack.plugins.module_utils.plan.sources import fill_platform_names
     m = load_manifest()
     maps = {"cuda_distro_map": m["sparkforge_cuda_distro_map"], "cuda_repo_arch_map": m["sparkforge_cuda_repo_arch_map"],
             "cuda_deb_arch_map": m["sparkforge_cuda_deb_arch_map"], "cusparselt_sha256": m["sparkforge_cusparselt_sha256"]}

@@ -21,7 +21,7 @@ import pytest
 from helpers import MODULES, COLLECTIONS, REPO, load_manifest, run_module
 
 sys.path.insert(0, COLLECTIONS)
-from ansible_collections.sparkforge.stack.plugins.module_utils.build_common import BuildLock  # noqa: E402
+from ansible_collections.sparkforge.stack.plugins.module_utils.build.build_common import BuildLock  # noqa: E402
 
 NVCC = "/usr/local/cuda/bin/nvcc"
 CACHE = os.path.expanduser("~/.cache/sparkforge")

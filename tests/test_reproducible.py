@@ -21,12 +21,12 @@ import pytest
 from helpers import COLLECTIONS, run_module
 
 sys.path.insert(0, COLLECTIONS)
-from ansible_collections.sparkforge.stack.plugins.module_utils import repro  # noqa: E402
-from ansible_collections.sparkforge.stack.plugins.module_utils import triton_build as tb  # noqa: E402
-from ansible_collections.sparkforge.stack.plugins.module_utils.fatbin import elf_sections  # noqa: E402
-from ansible_collections.sparkforge.stack.plugins.module_utils.job import JobError, LocalSystem  # noqa: E402
-from ansible_collections.sparkforge.stack.plugins.module_utils.torch_job import TorchWheelJob  # noqa: E402
-from ansible_collections.sparkforge.stack.plugins.module_utils.triton_job import TritonLlvmJob  # noqa: E402
+from ansible_collections.sparkforge.stack.plugins.module_utils.build import repro  # noqa: E402
+from ansible_collections.sparkforge.stack.plugins.module_utils.build import triton_build as tb  # noqa: E402
+from ansible_collections.sparkforge.stack.plugins.module_utils.packages.fatbin import elf_sections  # noqa: E402
+from ansible_collections.sparkforge.stack.plugins.module_utils._common.job import JobError, LocalSystem  # noqa: E402
+from ansible_collections.sparkforge.stack.plugins.module_utils.build.torch_job import TorchWheelJob  # noqa: E402
+from ansible_collections.sparkforge.stack.plugins.module_utils.build.triton_job import TritonLlvmJob  # noqa: E402
 
 
 def _sibling(name):
@@ -199,7 +199,7 @@ def test_fixture_triton_is_byte_identical_on_two_builders(repos, python, tmp_pat
 @needs_nvcc
 def test_domain_wheel_is_byte_identical_on_two_builders_and_reused(torch_pair, tmp_path, monkeypatch):
     """torchvision's fixture built against the reproducible torch, from two clones on two builders."""
-    from ansible_collections.sparkforge.stack.plugins.module_utils import domain_build
+    from ansible_collections.sparkforge.stack.plugins.module_utils.build import domain_build
     venv = _sibling("test_triton_build")._build_python(str(tmp_path / "venv"))
     subprocess.check_call([venv, "-m", "pip", "install", "-q", "--no-deps", "--disable-pip-version-check",
                            torch_pair[0]["wheel"]])

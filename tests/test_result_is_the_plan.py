@@ -28,9 +28,10 @@ from helpers import COLLECTIONS, GB10, GH200, REPO
 from test_check_mode_local import TORCH, make_host, playbook, snapshot, task_status, template_venv, watched  # noqa: F401
 
 sys.path.insert(0, COLLECTIONS)
-from ansible_collections.sparkforge.stack.plugins.module_utils import host_paths, pip_env, platforms  # noqa: E402
-from ansible_collections.sparkforge.stack.plugins.module_utils import torch_build as tb  # noqa: E402
-from ansible_collections.sparkforge.stack.plugins.module_utils import torch_result as tr  # noqa: E402
+from ansible_collections.sparkforge.stack.plugins.module_utils.host import host_paths, platforms  # noqa: E402
+from ansible_collections.sparkforge.stack.plugins.module_utils.packages import pip_env  # noqa: E402
+from ansible_collections.sparkforge.stack.plugins.module_utils.build import torch_build as tb  # noqa: E402
+from ansible_collections.sparkforge.stack.plugins.module_utils.plan import torch_result as tr  # noqa: E402
 
 ZIP_DATE = (2026, 1, 1, 0, 0, 0)
 

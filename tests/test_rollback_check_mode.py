@@ -15,7 +15,7 @@ import yaml
 from helpers import REPO
 
 sys.path.insert(0, os.path.join(REPO, "collections"))
-from ansible_collections.sparkforge.stack.plugins.module_utils import generations  # noqa: E402
+from ansible_collections.sparkforge.stack.plugins.module_utils.fleet import generations  # noqa: E402
 from test_check_mode_local import snapshot
 
 BIN = os.path.dirname(sys.executable)

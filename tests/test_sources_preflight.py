@@ -19,8 +19,8 @@ import pytest
 from helpers import REPO, load_manifest, run_module
 
 sys.path.insert(0, os.path.join(REPO, "collections"))
-from ansible_collections.sparkforge.stack.plugins.module_utils import preflight as pf  # noqa: E402
-from ansible_collections.sparkforge.stack.plugins.module_utils import sources  # noqa: E402
+from ansible_collections.sparkforge.stack.plugins.module_utils.plan import preflight as pf  # noqa: E402
+from ansible_collections.sparkforge.stack.plugins.module_utils.plan import sources  # noqa: E402
 
 MANIFEST_KEYS = ("sparkforge_cuda_major", "sparkforge_torch_releases", "sparkforge_triton_releases",
                  "sparkforge_torch_arch_min_version", "sparkforge_torch_arch_defaults", "sparkforge_torch_traps",

@@ -19,7 +19,7 @@ import pytest
 from helpers import REPO, load_manifest, run_module
 
 sys.path.insert(0, os.path.join(REPO, "collections"))
-from ansible_collections.sparkforge.stack.plugins.module_utils import torch_acceptance as ta  # noqa: E402
+from ansible_collections.sparkforge.stack.plugins.module_utils.verify import torch_acceptance as ta  # noqa: E402
 
 SRC = os.path.join(REPO, "tests", "fixtures", "pytorch", "src")
 ALL = ["test_cuda", "test_linalg", "test_nn", "test_sparse_semi_structured", "test_transformers"]
@@ -199,7 +199,7 @@ def test_the_manifest_data_is_well_formed():
 
 
 def test_the_verify_report_shows_the_result_and_over_budget_fails_the_host(tree):
-    from ansible_collections.sparkforge.stack.plugins.module_utils import torch_checks
+    from ansible_collections.sparkforge.stack.plugins.module_utils.verify import torch_checks
     result, rc = run_module("torch_acceptance", args(tree, "test_nn=fail", suites=["test_nn", "test_cuda"]))
     assert rc != 0
     raw = {"status": "ok", "device": {"name": "NVIDIA H100 80GB HBM3", "capability": "9.0", "sm_count": 132,

@@ -212,7 +212,7 @@ def test_unreachable_index_is_an_error_naming_the_url(manifest_dir):
 def test_committed_data_is_what_the_data_file_says_about_itself():
     """The committed data holds every release 2.9.0..2.15.0 with its wheel facts; `latest` is 2.15.0."""
     sys.path.insert(0, COLLECTIONS)
-    from ansible_collections.sparkforge.stack.plugins.module_utils.torch_build import default_version
+    from ansible_collections.sparkforge.stack.plugins.module_utils.build.torch_build import default_version
     from helpers import load_manifest
     releases = load_manifest()["sparkforge_torch_releases"]
     for version in ("2.9.0", "2.9.1", "2.10.0", "2.11.0", "2.12.0", "2.12.1", "2.13.0", "2.14.0", "2.14.1", "2.15.0"):

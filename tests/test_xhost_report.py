@@ -17,7 +17,8 @@ import sys
 from helpers import REPO, run_module
 
 sys.path.insert(0, os.path.join(REPO, "collections"))
-from ansible_collections.sparkforge.stack.plugins.module_utils import fabric, fleet_report, xhost  # noqa: E402
+from ansible_collections.sparkforge.stack.plugins.module_utils.fabric import fabric, xhost  # noqa: E402
+from ansible_collections.sparkforge.stack.plugins.module_utils.fleet import fleet_report  # noqa: E402
 
 # A sockets fallback: no RDMA device, NCCL takes the socket transport (NCCL 2.19-2.29 wording).
 SOCKETS_LOG = """\

@@ -13,7 +13,7 @@ import pytest
 from helpers import REPO
 
 sys.path.insert(0, os.path.join(REPO, "collections"))
-from ansible_collections.sparkforge.stack.plugins.module_utils import xhost  # noqa: E402
+from ansible_collections.sparkforge.stack.plugins.module_utils.fabric import xhost  # noqa: E402
 
 TORCH_DIR = os.environ.get("SPARKFORGE_XHOST_TORCH") or os.path.expanduser("~/.cache/sparkforge/xhost-torch-2.13.0")
 needs_torch = pytest.mark.skipif(not os.path.isdir(os.path.join(TORCH_DIR, "torch")),

@@ -3,7 +3,7 @@
 CUDA library running on its GPU.
 
 The PyTorch-shaped fixture (tests/fixtures/pytorch: a real nvcc kernel for TORCH_CUDA_ARCH_LIST) is
-built twice with the stack's reproducibility settings (module_utils/repro.py, what
+built twice with the stack's reproducibility settings (module_utils/build/repro.py, what
 pytorch_wheel_build uses): two build directories of different depth, two time zones, two home
 directories and user names, the second build two seconds later.  Then:
 
@@ -28,7 +28,7 @@ import zipfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(REPO, "collections"))
-from ansible_collections.sparkforge.stack.plugins.module_utils import repro  # noqa: E402
+from ansible_collections.sparkforge.stack.plugins.module_utils.build import repro  # noqa: E402
 
 
 def build(src, root, arch, env_extra, normalise=True):

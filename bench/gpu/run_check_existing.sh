@@ -25,7 +25,7 @@ snapshot() {  # what a run may change on the host: the venv, the stack's files, 
     -xdev -path '*/__pycache__' -prune -o -printf '%p %s %T@\n' 2>/dev/null | sort
 }
 # Every component (the one list, validate.COMPONENTS), over the inventory's [runtime_env, verify].
-ALL=$(PYTHONPATH=$REPO/collections "$PY" -c 'import json; from ansible_collections.sparkforge.stack.plugins.module_utils.validate import COMPONENTS; print(json.dumps({"sparkforge_components": list(COMPONENTS)}))')
+ALL=$(PYTHONPATH=$REPO/collections "$PY" -c 'import json; from ansible_collections.sparkforge.stack.plugins.module_utils.plan.validate import COMPONENTS; print(json.dumps({"sparkforge_components": list(COMPONENTS)}))')
 RC=0
 for run in check 1 2; do
   extra=()

@@ -16,7 +16,7 @@ export PYTHONPATH=/tmp/site ANSIBLE_CONFIG=$REPO/ansible.cfg
 TORCH_VERSION=$("$PY" -c 'import torch; print(torch.__version__.split("+")[0])')
 "$PY" -m pip list 2>/dev/null | grep -iE "^(torch|triton|torchvision|torchaudio|numpy|transformers|accelerate) " > "$OUT/venv.txt"
 # Every component (the one list, validate.COMPONENTS), over the inventory's [runtime_env, verify].
-ALL=$(PYTHONPATH=$REPO/collections "$PY" -c 'import json; from ansible_collections.sparkforge.stack.plugins.module_utils.validate import COMPONENTS; print(json.dumps({"sparkforge_components": list(COMPONENTS)}))')
+ALL=$(PYTHONPATH=$REPO/collections "$PY" -c 'import json; from ansible_collections.sparkforge.stack.plugins.module_utils.plan.validate import COMPONENTS; print(json.dumps({"sparkforge_components": list(COMPONENTS)}))')
 RC=0
 for run in 1 2; do
   "$PY" /tmp/site/bin/ansible-playbook playbooks/spark.yml -i bench/gpu/inventory.yml \

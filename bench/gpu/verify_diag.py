@@ -21,7 +21,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCRIPT_PATH = os.path.join(HERE, "..", "..", "collections", "ansible_collections", "sparkforge", "stack",
-                           "plugins", "module_utils", "torch_check_script.py")
+                           "plugins", "module_utils", "verify", "torch_check_script.py")
 GEMMS = ("gemm_tf32", "gemm_fp16", "gemm_bf16", "gemm_fp8")
 
 

@@ -3,7 +3,7 @@ measurement (plain_measure.py's JSON) of the same figures on the same GPU, with 
 
 Usage: python verify_vs_plain.py VERIFY.json PLAIN.json OUTBASE ["device line"]
 Writes OUTBASE.md and OUTBASE.json; prints the Markdown.  The comparison logic and the clock summaries
-are the collection's (module_utils/gpu_clocks.py: side_by_side, summarise), loaded from this checkout.
+are the collection's (module_utils/verify/gpu_clocks.py: side_by_side, summarise), loaded from this checkout.
 """
 import importlib.util
 import json
@@ -12,7 +12,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 GPU_CLOCKS = os.path.join(HERE, "..", "..", "collections", "ansible_collections", "sparkforge", "stack", "plugins",
-                          "module_utils", "gpu_clocks.py")
+                          "module_utils", "verify", "gpu_clocks.py")
 BAR = 0.95
 
 

@@ -2,7 +2,7 @@
 
 Reads over https only (the server's certificate verified against the system's CAs, or SSL_CERT_FILE;
 http_proxy/https_proxy/no_proxy honoured by urllib) from the URLs the roles download from, so a mirror
-answers for NVIDIA. The parsing, comparison and writing are the collection's module_utils/checksums.py.
+answers for NVIDIA. The parsing, comparison and writing are the collection's module_utils/cuda/checksums.py.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -38,7 +38,7 @@ def _module(project_root):
     collections = os.path.join(project_root, "collections")
     if os.path.isdir(collections) and collections not in sys.path:
         sys.path.insert(0, collections)
-    from ansible_collections.sparkforge.stack.plugins.module_utils import checksums
+    from ansible_collections.sparkforge.stack.plugins.module_utils.cuda import checksums
     return checksums
 
 
@@ -110,7 +110,7 @@ def _published_keyrings(cs, data, repo_url, timeout, notes):
 
 def _published_cusparselt(cs, data, redist_url, timeout, notes):
     """[(path, digest, source)] for the local-repo .debs a redistrib_<version>.json names."""
-    from ansible_collections.sparkforge.stack.plugins.module_utils import cusparselt
+    from ansible_collections.sparkforge.stack.plugins.module_utils.cuda import cusparselt
     out = []
     versions = [data["sparkforge_cusparselt_version"]] + sorted(
         v for v in (data.get(cs.CUSPARSELT_VARIABLE) or {}) if v != data["sparkforge_cusparselt_version"])

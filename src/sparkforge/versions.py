@@ -63,7 +63,7 @@ def _modules(project_root):
     collections = os.path.join(project_root, "collections")
     if os.path.isdir(collections) and collections not in sys.path:
         sys.path.insert(0, collections)
-    from ansible_collections.sparkforge.stack.plugins.module_utils import pkg_index, torch_versions
+    from ansible_collections.sparkforge.stack.plugins.module_utils.packages import pkg_index, torch_versions
     return pkg_index, torch_versions
 
 

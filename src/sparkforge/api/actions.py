@@ -108,12 +108,12 @@ def _out_dir_problem(out, project_dir=None):
 
 
 def _collection_validate(root):
-    """The collection's module_utils/validate (the project's copy), or None where it cannot be imported."""
+    """The collection's module_utils/plan/validate (the project's copy), or None where it cannot be imported."""
     collections = os.path.join(root, "collections")
     if os.path.isdir(collections) and collections not in sys.path:
         sys.path.insert(0, collections)
     try:
-        from ansible_collections.sparkforge.stack.plugins.module_utils import validate
+        from ansible_collections.sparkforge.stack.plugins.module_utils.plan import validate
     except ImportError:
         return None
     return validate

@@ -41,7 +41,7 @@ _value:
   type: str
 """
 
-from ansible_collections.sparkforge.stack.plugins.module_utils.failures import command_failure
+from ansible_collections.sparkforge.stack.plugins.module_utils._common.failures import command_failure
 
 
 class FilterModule(object):

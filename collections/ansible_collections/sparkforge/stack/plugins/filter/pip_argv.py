@@ -63,7 +63,7 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.sparkforge.stack.plugins.module_utils.pip_env import PipEnvError, isolated_argv
+from ansible_collections.sparkforge.stack.plugins.module_utils.packages.pip_env import PipEnvError, isolated_argv
 
 
 def pip_argv(python, subcommand, args=None, plan_env=None, extra_args="", variable="the pip environment"):

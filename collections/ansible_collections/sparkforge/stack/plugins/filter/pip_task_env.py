@@ -35,7 +35,7 @@ _value:
   type: dict
 """
 
-from ansible_collections.sparkforge.stack.plugins.module_utils.pip_env import task_environment
+from ansible_collections.sparkforge.stack.plugins.module_utils.packages.pip_env import task_environment
 
 
 def pip_task_env(plan_env):

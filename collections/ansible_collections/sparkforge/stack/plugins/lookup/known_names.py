@@ -47,7 +47,7 @@ import yaml
 from ansible.errors import AnsibleLookupError
 from ansible.plugins.lookup import LookupBase
 
-from ansible_collections.sparkforge.stack.plugins.module_utils import validate
+from ansible_collections.sparkforge.stack.plugins.module_utils.plan import validate
 
 
 # libyaml's loader where PyYAML has it: every host's preflight reads the roles (about ten times faster).

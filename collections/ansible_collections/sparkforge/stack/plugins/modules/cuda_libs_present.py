@@ -104,7 +104,7 @@ missing:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.sparkforge.stack.plugins.module_utils import cuda_present
+from ansible_collections.sparkforge.stack.plugins.module_utils.cuda import cuda_present
 
 
 def main():

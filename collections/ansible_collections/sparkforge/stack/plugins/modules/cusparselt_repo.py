@@ -217,9 +217,9 @@ arch:
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.urls import fetch_url
-from ansible_collections.sparkforge.stack.plugins.module_utils import cusparselt as cl
-from ansible_collections.sparkforge.stack.plugins.module_utils.cusparselt_job import CusparseltJob
-from ansible_collections.sparkforge.stack.plugins.module_utils.job import AnsibleSystem, JobError
+from ansible_collections.sparkforge.stack.plugins.module_utils.cuda import cusparselt as cl
+from ansible_collections.sparkforge.stack.plugins.module_utils.cuda.cusparselt_job import CusparseltJob
+from ansible_collections.sparkforge.stack.plugins.module_utils._common.job import AnsibleSystem, JobError
 
 
 # The options (DOCUMENTATION above); the unit tests validate their params against it too.

@@ -15,7 +15,7 @@ version_added: "0.1.0"
 description:
   - Builds the wheel of a domain library (torchvision, torchaudio) from a checked-out source tree with
     C(pip wheel --no-build-isolation) in the build venv, so it compiles against the torch installed there.
-  - The build is reproducible the way the stack's other builds are (module_utils/repro), with the commit's time as
+  - The build is reproducible the way the stack's other builds are (module_utils/build/repro), with the commit's time as
     C(SOURCE_DATE_EPOCH), the source and temporary directories mapped to fixed names for the compilers
     (C(-ffile-prefix-map), also through C(NVCC_APPEND_FLAGS)), and the wheel normalised (entry order, times,
     modes, nvcc's temporary file names, RECORD). The same inputs give the same sha256 on any builder.
@@ -124,8 +124,8 @@ log:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.sparkforge.stack.plugins.module_utils.domain_build import DomainWheelJob
-from ansible_collections.sparkforge.stack.plugins.module_utils.job import AnsibleSystem, JobError
+from ansible_collections.sparkforge.stack.plugins.module_utils.build.domain_build import DomainWheelJob
+from ansible_collections.sparkforge.stack.plugins.module_utils._common.job import AnsibleSystem, JobError
 
 ARGUMENT_SPEC = dict(
     name=dict(type="str", required=True),

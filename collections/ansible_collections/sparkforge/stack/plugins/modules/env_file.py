@@ -69,8 +69,8 @@ created_dir:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.sparkforge.stack.plugins.module_utils.build_common import atomic_write_text
-from ansible_collections.sparkforge.stack.plugins.module_utils.env_file import EnvFileError, render
+from ansible_collections.sparkforge.stack.plugins.module_utils._common.files import atomic_write_text
+from ansible_collections.sparkforge.stack.plugins.module_utils.host.env_file import EnvFileError, render
 
 
 def main():

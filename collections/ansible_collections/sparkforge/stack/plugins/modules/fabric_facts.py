@@ -104,7 +104,7 @@ notes:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.sparkforge.stack.plugins.module_utils import fabric
+from ansible_collections.sparkforge.stack.plugins.module_utils.fabric import fabric
 
 
 def main():

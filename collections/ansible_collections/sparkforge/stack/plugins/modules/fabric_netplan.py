@@ -140,7 +140,7 @@ import sys
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.sparkforge.stack.plugins.module_utils import fabric, fabric_addr
+from ansible_collections.sparkforge.stack.plugins.module_utils.fabric import fabric, fabric_addr
 
 
 def checks(p):

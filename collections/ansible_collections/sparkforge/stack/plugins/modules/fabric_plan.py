@@ -106,7 +106,7 @@ torchrun:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.sparkforge.stack.plugins.module_utils import fabric_addr
+from ansible_collections.sparkforge.stack.plugins.module_utils.fabric import fabric_addr
 
 
 def main():

@@ -140,11 +140,11 @@ record:
   type: dict
 """
 
-import datetime
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.sparkforge.stack.plugins.module_utils import generations as gen
+from ansible_collections.sparkforge.stack.plugins.module_utils.fleet import generations as gen
+from ansible_collections.sparkforge.stack.plugins.module_utils._common.clock import utc_now
 
 ARGUMENT_SPEC = dict(
     wheelhouse=dict(type="path", required=True),
@@ -168,7 +168,7 @@ def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, required_if=REQUIRED_IF, supports_check_mode=True)
     p = module.params
     wheelhouse, lineage = p["wheelhouse"], p["lineage"]
-    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    now = utc_now()
     try:
         if p["state"] == "published":
             result = gen.publish(wheelhouse, lineage, p["class_id"], p["wheels"], p["builder"], p["inputs"], p["keep"],

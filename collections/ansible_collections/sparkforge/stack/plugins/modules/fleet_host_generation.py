@@ -79,13 +79,13 @@ installed:
   type: dict
 """
 
-import datetime
 import os
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.sparkforge.stack.plugins.module_utils import fleet_wheels as fw
-from ansible_collections.sparkforge.stack.plugins.module_utils import generations as gen
+from ansible_collections.sparkforge.stack.plugins.module_utils.fleet import fleet_wheels as fw
+from ansible_collections.sparkforge.stack.plugins.module_utils.fleet import generations as gen
+from ansible_collections.sparkforge.stack.plugins.module_utils._common.clock import utc_now
 
 
 def main():
@@ -114,7 +114,7 @@ def main():
     how = p["how"] if p["how"] is not None else record.get("how")
     if record.get("state") == p["state"] and record.get("how") == how:
         module.exit_json(changed=False, record=record, view=gen.host_view(record), installed=installed)
-    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    now = utc_now()
     after = gen.host_transition(record, {"lineage": record.get("lineage"), "class": record.get("class"),
                                          "number": p["generation"]}, p["state"], how, now)
     diff = dict(before="%s %s\n" % (record.get("generation"), record.get("state")),

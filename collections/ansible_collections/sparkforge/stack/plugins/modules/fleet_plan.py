@@ -106,7 +106,7 @@ lines:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.sparkforge.stack.plugins.module_utils.fleet import FleetError, plan_fleet
+from ansible_collections.sparkforge.stack.plugins.module_utils.fleet.fleet import FleetError, plan_fleet
 
 
 def main():

@@ -78,8 +78,8 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.sparkforge.stack.plugins.module_utils import generations as gen
-from ansible_collections.sparkforge.stack.plugins.module_utils.build_common import atomic_write_text
+from ansible_collections.sparkforge.stack.plugins.module_utils.fleet import generations as gen
+from ansible_collections.sparkforge.stack.plugins.module_utils._common.files import atomic_write_text
 
 
 def main():

@@ -73,7 +73,7 @@ paths:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.sparkforge.stack.plugins.module_utils import fleet_report
+from ansible_collections.sparkforge.stack.plugins.module_utils.fleet import fleet_report
 
 
 def main():

@@ -149,8 +149,8 @@ rollback_lineage:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.sparkforge.stack.plugins.module_utils.fleet_install_job import FleetWheelInstallJob
-from ansible_collections.sparkforge.stack.plugins.module_utils.job import AnsibleSystem, JobError
+from ansible_collections.sparkforge.stack.plugins.module_utils.fleet.fleet_install_job import FleetWheelInstallJob
+from ansible_collections.sparkforge.stack.plugins.module_utils._common.job import AnsibleSystem, JobError
 
 
 def main():

@@ -110,7 +110,7 @@ dependencies_dir:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.sparkforge.stack.plugins.module_utils import fleet_wheels as fw
+from ansible_collections.sparkforge.stack.plugins.module_utils.fleet import fleet_wheels as fw
 
 
 def main():

@@ -132,7 +132,7 @@ ansible_facts:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.sparkforge.stack.plugins.module_utils.host_facts import sparkforge_facts
+from ansible_collections.sparkforge.stack.plugins.module_utils.host.host_facts import sparkforge_facts
 
 
 def main():

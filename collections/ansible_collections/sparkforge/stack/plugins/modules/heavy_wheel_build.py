@@ -168,9 +168,9 @@ notes:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.sparkforge.stack.plugins.module_utils import heavy_wheels
-from ansible_collections.sparkforge.stack.plugins.module_utils.job import AnsibleSystem, JobError
-from ansible_collections.sparkforge.stack.plugins.module_utils.pip_env import scrub_process_environ
+from ansible_collections.sparkforge.stack.plugins.module_utils.build import heavy_wheels
+from ansible_collections.sparkforge.stack.plugins.module_utils._common.job import AnsibleSystem, JobError
+from ansible_collections.sparkforge.stack.plugins.module_utils.packages.pip_env import scrub_process_environ
 
 
 def main():

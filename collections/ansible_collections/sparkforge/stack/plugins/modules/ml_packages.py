@@ -240,9 +240,9 @@ report:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.sparkforge.stack.plugins.module_utils.job import AnsibleSystem, JobError
-from ansible_collections.sparkforge.stack.plugins.module_utils.ml_packages_job import MlPackagesJob
-from ansible_collections.sparkforge.stack.plugins.module_utils.pip_env import scrub_process_environ
+from ansible_collections.sparkforge.stack.plugins.module_utils._common.job import AnsibleSystem, JobError
+from ansible_collections.sparkforge.stack.plugins.module_utils.packages.ml_packages_job import MlPackagesJob
+from ansible_collections.sparkforge.stack.plugins.module_utils.packages.pip_env import scrub_process_environ
 
 
 # The options (DOCUMENTATION above); the unit tests validate their params against it too.

@@ -128,9 +128,9 @@ sources:
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.urls import open_url
 from ansible.module_utils.six.moves.urllib.error import HTTPError, URLError
-from ansible_collections.sparkforge.stack.plugins.module_utils import bundle
-from ansible_collections.sparkforge.stack.plugins.module_utils.bundle_job import BundleJob
-from ansible_collections.sparkforge.stack.plugins.module_utils.job import AnsibleSystem, JobError
+from ansible_collections.sparkforge.stack.plugins.module_utils.fleet import bundle
+from ansible_collections.sparkforge.stack.plugins.module_utils.fleet.bundle_job import BundleJob
+from ansible_collections.sparkforge.stack.plugins.module_utils._common.job import AnsibleSystem, JobError
 
 
 def _fetcher(timeout):

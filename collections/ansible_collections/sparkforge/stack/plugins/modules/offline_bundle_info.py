@@ -67,7 +67,7 @@ targets:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.sparkforge.stack.plugins.module_utils import bundle
+from ansible_collections.sparkforge.stack.plugins.module_utils.fleet import bundle
 
 
 def main():

@@ -73,7 +73,7 @@ checked:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.sparkforge.stack.plugins.module_utils.host_paths import paths_problems
+from ansible_collections.sparkforge.stack.plugins.module_utils.host.host_paths import paths_problems
 
 
 def main():

@@ -316,9 +316,9 @@ pairing:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.sparkforge.stack.plugins.module_utils.job import AnsibleSystem, JobError
-from ansible_collections.sparkforge.stack.plugins.module_utils import torch_build as tb
-from ansible_collections.sparkforge.stack.plugins.module_utils.torch_job import TorchWheelJob
+from ansible_collections.sparkforge.stack.plugins.module_utils._common.job import AnsibleSystem, JobError
+from ansible_collections.sparkforge.stack.plugins.module_utils.build import torch_build as tb
+from ansible_collections.sparkforge.stack.plugins.module_utils.build.torch_job import TorchWheelJob
 
 FEATURE_OPTIONS = dict((name, dict(type="bool")) for name in sorted(tb.FEATURES))
 

@@ -235,9 +235,9 @@ build_problems:
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.urls import open_url
 from ansible.module_utils.six.moves.urllib.error import HTTPError, URLError
-from ansible_collections.sparkforge.stack.plugins.module_utils.job import AnsibleSystem, JobError
-from ansible_collections.sparkforge.stack.plugins.module_utils.stack_plan_job import StackPlanJob, check_bundle
-from ansible_collections.sparkforge.stack.plugins.module_utils.host_facts import os_facts, sparkforge_facts
+from ansible_collections.sparkforge.stack.plugins.module_utils._common.job import AnsibleSystem, JobError
+from ansible_collections.sparkforge.stack.plugins.module_utils.plan.stack_plan_job import StackPlanJob, check_bundle
+from ansible_collections.sparkforge.stack.plugins.module_utils.host.host_facts import os_facts, sparkforge_facts
 
 
 def _opener(url, timeout):

@@ -155,9 +155,8 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.sparkforge.stack.plugins.module_utils import torch_acceptance as ta
-from ansible_collections.sparkforge.stack.plugins.module_utils.build_common import (
-    atomic_write_text, makedirs)
+from ansible_collections.sparkforge.stack.plugins.module_utils.verify import torch_acceptance as ta
+from ansible_collections.sparkforge.stack.plugins.module_utils._common.files import atomic_write_text, makedirs
 
 
 def fail(module, msg, **extra):

@@ -286,8 +286,8 @@ acceptance:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.sparkforge.stack.plugins.module_utils.torch_checks import VerifyError
-from ansible_collections.sparkforge.stack.plugins.module_utils.torch_verify_job import ARGUMENT_SPEC, VerifyJob
+from ansible_collections.sparkforge.stack.plugins.module_utils.verify.torch_checks import VerifyError
+from ansible_collections.sparkforge.stack.plugins.module_utils.verify.torch_verify_job import ARGUMENT_SPEC, VerifyJob
 
 
 def main():

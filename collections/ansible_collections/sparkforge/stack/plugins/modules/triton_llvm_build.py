@@ -272,10 +272,10 @@ error_lines:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.sparkforge.stack.plugins.module_utils.job import AnsibleSystem, JobError
-from ansible_collections.sparkforge.stack.plugins.module_utils import repro
-from ansible_collections.sparkforge.stack.plugins.module_utils import triton_build as tb
-from ansible_collections.sparkforge.stack.plugins.module_utils.triton_job import TritonLlvmJob
+from ansible_collections.sparkforge.stack.plugins.module_utils._common.job import AnsibleSystem, JobError
+from ansible_collections.sparkforge.stack.plugins.module_utils.build import repro
+from ansible_collections.sparkforge.stack.plugins.module_utils.build import triton_build as tb
+from ansible_collections.sparkforge.stack.plugins.module_utils.build.triton_job import TritonLlvmJob
 
 
 # The options (DOCUMENTATION above); the unit tests validate their params against it too.

@@ -14,7 +14,7 @@ short_description: Check every user-set sparkforge variable before anything chan
 version_added: "0.1.0"
 description:
   - Checks the values of the variables the roles declare in their C(meta/argument_specs.yml) (inventory,
-    group_vars, C(-e)) against their types, choices and the rules of C(module_utils/validate.py) - absolute
+    group_vars, C(-e)) against their types, choices and the rules of C(module_utils/plan/validate.py) - absolute
     paths, http(s)/file URLs, git remotes, versions, numbers in range, known components.
   - A list may be given as a list or as a comma-separated string (what C(-e name=a,b) gives); it is split.
     A number or boolean given as a string (what C(-e name=8) gives) is converted; RV(values) holds the typed values.
@@ -83,8 +83,12 @@ errors:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.sparkforge.stack.plugins.module_utils.validate import EXTRA_SPECS, check, protected_dirs, \
-    unknown_names
+from ansible_collections.sparkforge.stack.plugins.module_utils.plan.validate import (
+    EXTRA_SPECS,
+    check,
+    protected_dirs,
+    unknown_names,
+)
 
 
 def main():

@@ -183,7 +183,7 @@ import os
 import subprocess
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.sparkforge.stack.plugins.module_utils.fatbin import (
+from ansible_collections.sparkforge.stack.plugins.module_utils.packages.fatbin import (
     VERDICTS,
     FatbinError,
     audit,

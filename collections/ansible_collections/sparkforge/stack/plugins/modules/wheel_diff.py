@@ -141,7 +141,7 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.sparkforge.stack.plugins.module_utils import repro
+from ansible_collections.sparkforge.stack.plugins.module_utils.build import repro
 
 ARGUMENT_SPEC = dict(
     a=dict(type="path", required=True),

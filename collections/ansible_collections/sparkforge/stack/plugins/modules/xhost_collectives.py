@@ -228,12 +228,13 @@ report_files:
 
 import json
 import os
-import time
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.sparkforge.stack.plugins.module_utils import fleet_report, xhost
-from ansible_collections.sparkforge.stack.plugins.module_utils.build_common import atomic_write_text, makedirs
+from ansible_collections.sparkforge.stack.plugins.module_utils.fleet import fleet_report
+from ansible_collections.sparkforge.stack.plugins.module_utils.fabric import xhost
+from ansible_collections.sparkforge.stack.plugins.module_utils._common.files import atomic_write_text, makedirs
+from ansible_collections.sparkforge.stack.plugins.module_utils._common.clock import utc_now
 
 
 def run(module, p):
@@ -311,7 +312,7 @@ def summarize(module, p):
         atomic_write_text(files["json"], json.dumps(summary, indent=1, sort_keys=True) + "\n")
         atomic_write_text(files["markdown"], xhost.render_markdown(summary))
     slowest = (summary["judged"] or {}).get("slowest")
-    cross = xhost.cross_host(summary, at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    cross = xhost.cross_host(summary, at=utc_now(),
                              report=files.get("markdown"))
     if p["fleet_summary"] and os.path.isfile(p["fleet_summary"]) and not module.check_mode:
         try:

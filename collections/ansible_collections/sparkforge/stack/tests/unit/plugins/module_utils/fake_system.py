@@ -1,5 +1,5 @@
 # -*- coding: utf-8 -*-
-"""A stand-in for a job's ``system`` (module_utils/job.py): a host whose commands answer from a
+"""A stand-in for a job's ``system`` (module_utils/_common/job.py): a host whose commands answer from a
 table, as a shell would (a command it does not know exits 127), and whose downloads come from a
 table of URLs.  It records every command, download and warning so a test can say what the job
 did to the host, and what it did not."""

@@ -10,7 +10,8 @@ import sys
 
 import pytest
 
-from ansible_collections.sparkforge.stack.plugins.module_utils import build_common as bc
+from ansible_collections.sparkforge.stack.plugins.module_utils.build import build_common as bc
+from ansible_collections.sparkforge.stack.plugins.module_utils._common.files import atomic_publish, sha256_file
 
 GIB = 1024 ** 3
 
@@ -89,10 +90,10 @@ def test_atomic_publish_leaves_no_partial_file(tmp_path):
     src = tmp_path / "pkg-1.0-py3-none-any.whl"
     src.write_bytes(b"PK" + b"x" * 100000)
     dest = tmp_path / "wheels"
-    final = bc.atomic_publish(str(src), str(dest))
+    final = atomic_publish(str(src), str(dest))
     assert os.path.basename(final) == src.name
     assert sorted(os.listdir(str(dest))) == [src.name]
-    assert bc.sha256_file(final) == bc.sha256_file(str(src))
+    assert sha256_file(final) == sha256_file(str(src))
 
 
 def test_parse_ninja_progress():

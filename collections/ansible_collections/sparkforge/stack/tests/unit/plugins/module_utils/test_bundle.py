@@ -11,7 +11,7 @@ import os
 
 import pytest
 
-from ansible_collections.sparkforge.stack.plugins.module_utils import bundle
+from ansible_collections.sparkforge.stack.plugins.module_utils.fleet import bundle
 
 TARGET = bundle.target_of({"cuda_distro": "ubuntu2404", "cuda_repo_arch": "sbsa", "deb_arch": "arm64",
                            "architecture": "aarch64", "python_version": "3.12.3"})

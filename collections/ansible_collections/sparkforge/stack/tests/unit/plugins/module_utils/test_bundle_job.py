@@ -1,5 +1,5 @@
 # -*- coding: utf-8 -*-
-"""offline_bundle's job (module_utils/bundle_job.py): bad input is refused in the plan, before
+"""offline_bundle's job (module_utils/fleet/bundle_job.py): bad input is refused in the plan, before
 anything is fetched or written; a cuSPARSELt installer the plans need is listed in check mode and
 fetched (its pinned sha256 checked) by apply.  The git mirrors and wheels are
 tests/test_offline_bundle_parts.py's and the container test's."""
@@ -13,9 +13,9 @@ import sys
 
 import pytest
 
-from ansible_collections.sparkforge.stack.plugins.module_utils import bundle
-from ansible_collections.sparkforge.stack.plugins.module_utils.bundle_job import BundleJob
-from ansible_collections.sparkforge.stack.plugins.module_utils.job import JobError
+from ansible_collections.sparkforge.stack.plugins.module_utils.fleet import bundle
+from ansible_collections.sparkforge.stack.plugins.module_utils.fleet.bundle_job import BundleJob
+from ansible_collections.sparkforge.stack.plugins.module_utils._common.job import JobError
 
 sys.path.insert(0, os.path.dirname(__file__))
 from fake_system import FakeSystem  # noqa: E402  pylint: disable=wrong-import-position

@@ -10,7 +10,7 @@ import textwrap
 import pytest
 import yaml
 
-from ansible_collections.sparkforge.stack.plugins.module_utils import checksums as cs
+from ansible_collections.sparkforge.stack.plugins.module_utils.cuda import checksums as cs
 
 A, B, C = "a" * 64, "b" * 64, "c" * 64
 

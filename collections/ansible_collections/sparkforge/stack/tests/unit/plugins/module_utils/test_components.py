@@ -14,7 +14,7 @@ import re
 
 import yaml
 
-from ansible_collections.sparkforge.stack.plugins.module_utils import preflight, validate
+from ansible_collections.sparkforge.stack.plugins.module_utils.plan import preflight, validate
 
 COLLECTION = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
 GATE = re.compile(r"'(\w+)' in sparkforge_components")

@@ -1,12 +1,12 @@
 # -*- coding: utf-8 -*-
-"""What a host already has of the CUDA math libraries (module_utils.cuda_present), on a fake root."""
+"""What a host already has of the CUDA math libraries (module_utils.cuda.cuda_present), on a fake root."""
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
 import os
 
-from ansible_collections.sparkforge.stack.plugins.module_utils import cuda_present as cp
+from ansible_collections.sparkforge.stack.plugins.module_utils.cuda import cuda_present as cp
 
 PACKAGES = {"cublas": {"packages": ["libcublas-13-0", "libcublas-dev-13-0"], "version": "13.0.*"},
             "cudnn": {"packages": ["cudnn9-cuda-13", "libcudnn9-dev-cuda-13"], "version": "9.*"},

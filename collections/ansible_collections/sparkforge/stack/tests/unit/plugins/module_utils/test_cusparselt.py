@@ -11,8 +11,8 @@ import time
 
 import pytest
 
-from ansible_collections.sparkforge.stack.plugins.module_utils import cusparselt as cl
-from ansible_collections.sparkforge.stack.plugins.module_utils.cusparselt import CusparseltError
+from ansible_collections.sparkforge.stack.plugins.module_utils.cuda import cusparselt as cl
+from ansible_collections.sparkforge.stack.plugins.module_utils.cuda.cusparselt import CusparseltError
 
 KEY = "/usr/share/keyrings/cusparselt-local-0A1B2C3D-keyring.gpg"
 URI = "file:///var/cusparselt-local-repo-ubuntu2404-0.8.1"

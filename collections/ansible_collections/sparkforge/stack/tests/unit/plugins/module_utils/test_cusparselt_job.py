@@ -1,5 +1,5 @@
 # -*- coding: utf-8 -*-
-"""cusparselt_repo's job (module_utils/cusparselt_job.py) driven through a stand-in host
+"""cusparselt_repo's job (module_utils/cuda/cusparselt_job.py) driven through a stand-in host
 (fake_system.FakeSystem): what it plans, what it refuses before touching anything, and the
 error carrying the failing tool's output."""
 from __future__ import absolute_import, division, print_function
@@ -12,8 +12,8 @@ import sys
 import pytest
 
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
-from ansible_collections.sparkforge.stack.plugins.module_utils.cusparselt_job import CusparseltJob
-from ansible_collections.sparkforge.stack.plugins.module_utils.job import JobError
+from ansible_collections.sparkforge.stack.plugins.module_utils.cuda.cusparselt_job import CusparseltJob
+from ansible_collections.sparkforge.stack.plugins.module_utils._common.job import JobError
 from ansible_collections.sparkforge.stack.plugins.modules import cusparselt_repo
 
 sys.path.insert(0, os.path.dirname(__file__))

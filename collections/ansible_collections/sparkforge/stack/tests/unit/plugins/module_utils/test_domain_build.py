@@ -1,5 +1,5 @@
 # -*- coding: utf-8 -*-
-"""domain_wheel_build's job (module_utils/domain_build.py) planned on a stand-in host: the commit
+"""domain_wheel_build's job (module_utils/build/domain_build.py) planned on a stand-in host: the commit
 and the build python it reads make the cache key, a published wheel with that key means nothing
 to do, a source that is not a checkout is refused before the host is asked anything.  The build
 itself is tests/test_reproducible.py's."""
@@ -14,9 +14,9 @@ import sys
 import pytest
 
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
-from ansible_collections.sparkforge.stack.plugins.module_utils.build_common import sha256_file
-from ansible_collections.sparkforge.stack.plugins.module_utils.domain_build import DomainWheelJob
-from ansible_collections.sparkforge.stack.plugins.module_utils.job import JobError
+from ansible_collections.sparkforge.stack.plugins.module_utils._common.files import sha256_file
+from ansible_collections.sparkforge.stack.plugins.module_utils.build.domain_build import DomainWheelJob
+from ansible_collections.sparkforge.stack.plugins.module_utils._common.job import JobError
 from ansible_collections.sparkforge.stack.plugins.modules import domain_wheel_build
 
 sys.path.insert(0, os.path.dirname(__file__))

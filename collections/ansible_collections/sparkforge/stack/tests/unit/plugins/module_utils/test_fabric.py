@@ -1,5 +1,5 @@
 # -*- coding: utf-8 -*-
-"""The fabric read from stand-in sysfs trees (module_utils.fabric): a DGX Spark's twin ConnectX-7
+"""The fabric read from stand-in sysfs trees (module_utils.fabric.fabric): a DGX Spark's twin ConnectX-7
 functions per QSFP port and a GH200's InfiniBand HCAs."""
 from __future__ import absolute_import, division, print_function
 
@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from ansible_collections.sparkforge.stack.plugins.module_utils import fabric
+from ansible_collections.sparkforge.stack.plugins.module_utils.fabric import fabric
 
 sys.path.insert(0, os.path.dirname(__file__))
 import fabric_trees  # noqa: E402  pylint: disable=wrong-import-position
@@ -163,7 +163,7 @@ def test_diagnose_slow_pairs():
 
 
 def test_xhost_summary_says_why_a_pair_is_slow():
-    from ansible_collections.sparkforge.stack.plugins.module_utils import xhost
+    from ansible_collections.sparkforge.stack.plugins.module_utils.fabric import xhost
     lines = fabric.nccl_net_lines(SOCKET_LOG)
     pair = {"a": "s1", "b": "s2", "bytes": 1 << 28, "gbs": 1.1, "seconds": 1.0, "exact": True}
     fab = {"per_function_gbps": 100.0, "functions": 2, "management_gbps": 10.0, "nccl_net": lines}

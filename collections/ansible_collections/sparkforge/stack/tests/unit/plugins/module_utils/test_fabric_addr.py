@@ -1,5 +1,5 @@
 # -*- coding: utf-8 -*-
-"""The cluster's addressing (module_utils.fabric_addr): refusals before any change, the netplan
+"""The cluster's addressing (module_utils.fabric.fabric_addr): refusals before any change, the netplan
 drop-in, apply with revert on a temporary root, the MPI hostfile."""
 from __future__ import absolute_import, division, print_function
 
@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from ansible_collections.sparkforge.stack.plugins.module_utils import fabric, fabric_addr
+from ansible_collections.sparkforge.stack.plugins.module_utils.fabric import fabric, fabric_addr
 
 sys.path.insert(0, os.path.dirname(__file__))
 import fabric_trees  # noqa: E402  pylint: disable=wrong-import-position

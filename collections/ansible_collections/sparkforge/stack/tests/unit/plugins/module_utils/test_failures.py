@@ -7,7 +7,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.sparkforge.stack.plugins.module_utils.failures import command_failure, output_tail
+from ansible_collections.sparkforge.stack.plugins.module_utils._common.failures import command_failure, output_tail
 
 PIP_STDERR = (
     "Looking in links: /opt/sparkforge/wheels\n"

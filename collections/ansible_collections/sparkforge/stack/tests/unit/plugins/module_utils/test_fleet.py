@@ -7,7 +7,7 @@ import copy
 
 import pytest
 
-from ansible_collections.sparkforge.stack.plugins.module_utils import fleet
+from ansible_collections.sparkforge.stack.plugins.module_utils.fleet import fleet
 
 
 def plan(version="2.11.0", arch_list="12.0", triton="3.6.0", llvm="f6ded0be897e"):

@@ -1,5 +1,5 @@
 # -*- coding: utf-8 -*-
-"""fleet_wheel_install's job (module_utils/fleet_install_job.py) on a stand-in host: copies that
+"""fleet_wheel_install's job (module_utils/fleet/fleet_install_job.py) on a stand-in host: copies that
 are not the builder's are refused before anything changes, the plan names each wheel to reinstall
 and the host record's move, apply runs pip through the system and records the install; a failing
 pip is the one error with its output."""
@@ -13,10 +13,10 @@ import sys
 
 import pytest
 
-from ansible_collections.sparkforge.stack.plugins.module_utils import fleet_wheels as fw
-from ansible_collections.sparkforge.stack.plugins.module_utils import generations as gen
-from ansible_collections.sparkforge.stack.plugins.module_utils.fleet_install_job import FleetWheelInstallJob
-from ansible_collections.sparkforge.stack.plugins.module_utils.job import JobError
+from ansible_collections.sparkforge.stack.plugins.module_utils.fleet import fleet_wheels as fw
+from ansible_collections.sparkforge.stack.plugins.module_utils.fleet import generations as gen
+from ansible_collections.sparkforge.stack.plugins.module_utils.fleet.fleet_install_job import FleetWheelInstallJob
+from ansible_collections.sparkforge.stack.plugins.module_utils._common.job import JobError
 
 sys.path.insert(0, os.path.dirname(__file__))
 from fake_system import FakeSystem  # noqa: E402  pylint: disable=wrong-import-position

@@ -13,8 +13,8 @@ import zipfile
 
 import pytest
 
-from ansible_collections.sparkforge.stack.plugins.module_utils import fleet_report
-from ansible_collections.sparkforge.stack.plugins.module_utils import fleet_wheels as fw
+from ansible_collections.sparkforge.stack.plugins.module_utils.fleet import fleet_report
+from ansible_collections.sparkforge.stack.plugins.module_utils.fleet import fleet_wheels as fw
 
 
 def make_wheel(directory, name, version, requires=()):
@@ -334,7 +334,7 @@ def test_a_gpu_package_result_without_its_wheel_is_an_error(built, tmp_path):
 def test_a_gpu_package_is_recorded_in_a_generation_with_its_import_name(built, tmp_path):
     """Its wheelhouse directory is a plain <name>-<key> name and the record keeps the import name, which
     the rollback's gate (venv_import_check of the record's wheels) imports."""
-    from ansible_collections.sparkforge.stack.plugins.module_utils import generations as gen
+    from ansible_collections.sparkforge.stack.plugins.module_utils.fleet import generations as gen
     wheel = make_wheel(str(tmp_path / "heavy"), "sparkforge_cudaext", "1.0")
     entry = fw.describe(fw.build_artifacts(heavy=[{"name": "sparkforge-cudaext", "wheel": wheel,
                                                    "cache_key": "0123456789abcdef" * 4, "module": "sparkforge_cudaext"}]))

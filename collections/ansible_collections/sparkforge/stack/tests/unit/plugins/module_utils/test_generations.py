@@ -1,5 +1,5 @@
 # -*- coding: utf-8 -*-
-"""Unit tests of module_utils/generations.py on a wheelhouse made in a temporary directory."""
+"""Unit tests of module_utils/fleet/generations.py on a wheelhouse made in a temporary directory."""
 # A lineage's generations live in <wheelhouse>/generations/<lineage>.json, their wheels in
 # <wheelhouse>/<class id>/<name>-<key>/: a torch upgrade is a new class of the same lineage.
 
@@ -13,7 +13,7 @@ import os
 
 import pytest
 
-from ansible_collections.sparkforge.stack.plugins.module_utils import generations as gen
+from ansible_collections.sparkforge.stack.plugins.module_utils.fleet import generations as gen
 
 
 def put(wheelhouse, cls, name, key, content):

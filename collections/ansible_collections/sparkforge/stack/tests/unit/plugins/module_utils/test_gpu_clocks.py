@@ -17,7 +17,7 @@ import os
 
 import yaml
 
-from ansible_collections.sparkforge.stack.plugins.module_utils import gpu_clocks, png_chart, torch_checks
+from ansible_collections.sparkforge.stack.plugins.module_utils.verify import gpu_clocks, png_chart, torch_checks
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 COLLECTION = os.path.abspath(os.path.join(HERE, "..", "..", "..", ".."))

@@ -20,8 +20,8 @@ import zipfile
 
 import pytest
 
-from ansible_collections.sparkforge.stack.plugins.module_utils import heavy_build as hb
-from ansible_collections.sparkforge.stack.plugins.module_utils import ml_packages as mp
+from ansible_collections.sparkforge.stack.plugins.module_utils.build import heavy_build as hb
+from ansible_collections.sparkforge.stack.plugins.module_utils.packages import ml_packages as mp
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.abspath(os.path.join(HERE, *([os.pardir] * 8)))

@@ -9,10 +9,10 @@ import sys
 
 import pytest
 
-from ansible_collections.sparkforge.stack.plugins.module_utils import heavy_build
-from ansible_collections.sparkforge.stack.plugins.module_utils import heavy_wheels as hw
-from ansible_collections.sparkforge.stack.plugins.module_utils import ml_packages as mp
-from ansible_collections.sparkforge.stack.plugins.module_utils.job import JobError, LocalSystem
+from ansible_collections.sparkforge.stack.plugins.module_utils.build import heavy_build
+from ansible_collections.sparkforge.stack.plugins.module_utils.build import heavy_wheels as hw
+from ansible_collections.sparkforge.stack.plugins.module_utils.packages import ml_packages as mp
+from ansible_collections.sparkforge.stack.plugins.module_utils._common.job import JobError, LocalSystem
 
 sys.path.insert(0, os.path.dirname(__file__))
 from fake_system import FakeSystem  # noqa: E402  pylint: disable=wrong-import-position

@@ -1,13 +1,18 @@
 # -*- coding: utf-8 -*-
-"""module_utils/job.py: the one error with its output tail, and LocalSystem, the seam on this
+"""module_utils/_common/job.py: the one error with its output tail, and LocalSystem, the seam on this
 machine (real processes): a missing program answers as a shell does, so jobs probing for tools
 see the same answer through it, AnsibleSystem and the unit tests' stand-in."""
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.sparkforge.stack.plugins.module_utils import build_common
-from ansible_collections.sparkforge.stack.plugins.module_utils.job import TAIL_CHARS, JobError, LocalSystem, output_tail
+from ansible_collections.sparkforge.stack.plugins.module_utils.build import build_common
+from ansible_collections.sparkforge.stack.plugins.module_utils._common.job import (
+    TAIL_CHARS,
+    JobError,
+    LocalSystem,
+    output_tail,
+)
 
 
 def test_the_older_names_are_the_one_error():

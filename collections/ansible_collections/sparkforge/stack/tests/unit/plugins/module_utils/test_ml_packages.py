@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from ansible_collections.sparkforge.stack.plugins.module_utils import ml_packages as mp
+from ansible_collections.sparkforge.stack.plugins.module_utils.packages import ml_packages as mp
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.abspath(os.path.join(HERE, *([os.pardir] * 8), "tests")))

@@ -1,5 +1,5 @@
 # -*- coding: utf-8 -*-
-"""ml_packages' job (module_utils/ml_packages_job.py) on a stand-in host whose venv pip answers
+"""ml_packages' job (module_utils/packages/ml_packages_job.py) on a stand-in host whose venv pip answers
 from a small index (FakePip): check mode probes and installs nothing, a real run installs what the
 probe found, bad input is refused before pip runs.  Real pip against a fixture index is
 tests/test_ml_packages.py's."""
@@ -14,8 +14,8 @@ import sys
 import pytest
 
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
-from ansible_collections.sparkforge.stack.plugins.module_utils.job import JobError
-from ansible_collections.sparkforge.stack.plugins.module_utils.ml_packages_job import MlPackagesJob
+from ansible_collections.sparkforge.stack.plugins.module_utils._common.job import JobError
+from ansible_collections.sparkforge.stack.plugins.module_utils.packages.ml_packages_job import MlPackagesJob
 from ansible_collections.sparkforge.stack.plugins.modules import ml_packages
 
 sys.path.insert(0, os.path.dirname(__file__))

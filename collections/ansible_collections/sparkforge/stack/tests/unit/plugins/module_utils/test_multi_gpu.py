@@ -1,5 +1,5 @@
 # -*- coding: utf-8 -*-
-"""Every GPU and the collectives between them (module_utils.multi_gpu), without a GPU.
+"""Every GPU and the collectives between them (module_utils.verify.multi_gpu), without a GPU.
 
 The per-GPU results are the real raw output of the check script on an H200
 (fixtures/verify/h200.raw.json), given two GPU identities; the nvidia-smi outputs are in the real
@@ -14,7 +14,7 @@ import os
 
 import pytest
 
-from ansible_collections.sparkforge.stack.plugins.module_utils import multi_gpu, torch_checks
+from ansible_collections.sparkforge.stack.plugins.module_utils.verify import multi_gpu, torch_checks
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 COLLECTION = os.path.abspath(os.path.join(HERE, "..", "..", "..", ".."))

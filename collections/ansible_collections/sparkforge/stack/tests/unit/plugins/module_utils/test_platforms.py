@@ -8,8 +8,8 @@ import os
 import pytest
 import yaml
 
-from ansible_collections.sparkforge.stack.plugins.module_utils import platforms as p
-from ansible_collections.sparkforge.stack.plugins.module_utils import torch_checks
+from ansible_collections.sparkforge.stack.plugins.module_utils.host import platforms as p
+from ansible_collections.sparkforge.stack.plugins.module_utils.verify import torch_checks
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", "..", "..", "..", "..", "tests", "fixtures")
 SMI = os.path.join(FIXTURES, "nvidia-smi")

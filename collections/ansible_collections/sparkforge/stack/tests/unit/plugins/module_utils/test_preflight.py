@@ -10,7 +10,7 @@ import os
 import pytest
 import yaml
 
-from ansible_collections.sparkforge.stack.plugins.module_utils import preflight as pf
+from ansible_collections.sparkforge.stack.plugins.module_utils.plan import preflight as pf
 
 MANIFEST_DIR = os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", "roles", "manifest", "defaults", "main")
 
@@ -284,7 +284,7 @@ def _venv_with_torch(root, version):
 
 
 def test_existing_torch_is_read_from_the_venvs_dist_info(tmp_path):
-    from ansible_collections.sparkforge.stack.plugins.module_utils.preflight import venv_torch_version
+    from ansible_collections.sparkforge.stack.plugins.module_utils.plan.preflight import venv_torch_version
     assert venv_torch_version(_venv_with_torch(tmp_path / "v", "2.11.0+cu130")) == "2.11.0+cu130"
     assert venv_torch_version(str(tmp_path / "absent")) is None
     (tmp_path / "empty" / "lib" / "python3.12" / "site-packages").mkdir(parents=True)
@@ -292,7 +292,7 @@ def test_existing_torch_is_read_from_the_venvs_dist_info(tmp_path):
 
 
 def test_existing_torch_must_be_there_and_the_planned_one(tmp_path):
-    from ansible_collections.sparkforge.stack.plugins.module_utils.preflight import existing_torch_problems
+    from ansible_collections.sparkforge.stack.plugins.module_utils.plan.preflight import existing_torch_problems
     assert existing_torch_problems("/v", "2.11.0+cu130", "2.11.0") == []
     none = existing_torch_problems("/v", None, "2.11.0")
     assert [p["check"] for p in none] == ["existing_torch"]

@@ -1,5 +1,5 @@
 # -*- coding: utf-8 -*-
-"""Unit tests of module_utils/repro.py on wheels made here (the real nvcc builds are in tests/)."""
+"""Unit tests of module_utils/build/repro.py on wheels made here (the real nvcc builds are in tests/)."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -13,7 +13,7 @@ import zipfile
 
 import pytest
 
-from ansible_collections.sparkforge.stack.plugins.module_utils import repro
+from ansible_collections.sparkforge.stack.plugins.module_utils.build import repro
 
 
 def make_wheel(path, members, order=None, when=(2026, 1, 2, 3, 4, 6), modes=None):

@@ -9,9 +9,10 @@ import os
 
 import pytest
 
-from ansible_collections.sparkforge.stack.plugins.module_utils import host_paths, pip_env, platforms
-from ansible_collections.sparkforge.stack.plugins.module_utils import torch_build as tb
-from ansible_collections.sparkforge.stack.plugins.module_utils import torch_result as tr
+from ansible_collections.sparkforge.stack.plugins.module_utils.host import host_paths, platforms
+from ansible_collections.sparkforge.stack.plugins.module_utils.packages import pip_env
+from ansible_collections.sparkforge.stack.plugins.module_utils.build import torch_build as tb
+from ansible_collections.sparkforge.stack.plugins.module_utils.plan import torch_result as tr
 
 
 @pytest.mark.parametrize("url, local, cuda", [

@@ -1,5 +1,5 @@
 # -*- coding: utf-8 -*-
-"""stack_plan's job (module_utils/stack_plan_job.py) on a stand-in host: the compiler it asks the
+"""stack_plan's job (module_utils/plan/stack_plan_job.py) on a stand-in host: the compiler it asks the
 host for decides whether the host can build from source, every source URL goes to the probe the
 caller passes, and bad input is refused before the host is asked anything.  The module against a
 local mirror is tests/test_sources_preflight.py's."""
@@ -14,8 +14,8 @@ import sys
 import pytest
 import yaml
 
-from ansible_collections.sparkforge.stack.plugins.module_utils.job import JobError
-from ansible_collections.sparkforge.stack.plugins.module_utils.stack_plan_job import StackPlanJob
+from ansible_collections.sparkforge.stack.plugins.module_utils._common.job import JobError
+from ansible_collections.sparkforge.stack.plugins.module_utils.plan.stack_plan_job import StackPlanJob
 
 sys.path.insert(0, os.path.dirname(__file__))
 from fake_system import FakeSystem  # noqa: E402  pylint: disable=wrong-import-position

@@ -12,8 +12,8 @@ import glob
 
 import yaml
 
-from ansible_collections.sparkforge.stack.plugins.module_utils import torch_build as tb
-from ansible_collections.sparkforge.stack.plugins.module_utils.build_common import GIB, BuildError
+from ansible_collections.sparkforge.stack.plugins.module_utils.build import torch_build as tb
+from ansible_collections.sparkforge.stack.plugins.module_utils.build.build_common import GIB, BuildError
 
 MANIFEST_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "..",
                             "roles", "manifest", "defaults", "main")
@@ -318,7 +318,7 @@ def test_jobs_formula(tmp_path):
 
 
 def test_auto_jobs_gb10_figure():
-    from ansible_collections.sparkforge.stack.plugins.module_utils.build_common import auto_jobs
+    from ansible_collections.sparkforge.stack.plugins.module_utils.build.build_common import auto_jobs
     assert auto_jobs(20, 120 * GIB, tb.MEM_PER_JOB_GIB, tb.RESERVE_GIB) == 20
     assert auto_jobs(72, 120 * GIB, tb.MEM_PER_JOB_GIB, tb.RESERVE_GIB) == 29
 

@@ -16,7 +16,7 @@ import sys
 import pytest
 import yaml
 
-from ansible_collections.sparkforge.stack.plugins.module_utils import png_chart, torch_checks
+from ansible_collections.sparkforge.stack.plugins.module_utils.verify import png_chart, torch_checks
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 COLLECTION = os.path.abspath(os.path.join(HERE, "..", "..", "..", ".."))

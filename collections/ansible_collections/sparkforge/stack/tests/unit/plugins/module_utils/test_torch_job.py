@@ -1,5 +1,5 @@
 # -*- coding: utf-8 -*-
-"""pytorch_wheel_build's job (module_utils/torch_job.py) planned on a stand-in host
+"""pytorch_wheel_build's job (module_utils/build/torch_job.py) planned on a stand-in host
 (fake_system.FakeSystem): the toolchain it reads feeds the cache key, a published wheel with that
 key means nothing to do, and a missing tool is refused with its output before anything is written.
 The build itself (git fetch, pip wheel) is tests/test_build_jobs.py's, on real fixture repos."""
@@ -16,9 +16,9 @@ import pytest
 import yaml
 
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
-from ansible_collections.sparkforge.stack.plugins.module_utils.build_common import sha256_file
-from ansible_collections.sparkforge.stack.plugins.module_utils.job import JobError
-from ansible_collections.sparkforge.stack.plugins.module_utils.torch_job import TorchWheelJob
+from ansible_collections.sparkforge.stack.plugins.module_utils._common.files import sha256_file
+from ansible_collections.sparkforge.stack.plugins.module_utils._common.job import JobError
+from ansible_collections.sparkforge.stack.plugins.module_utils.build.torch_job import TorchWheelJob
 from ansible_collections.sparkforge.stack.plugins.modules import pytorch_wheel_build
 
 sys.path.insert(0, os.path.dirname(__file__))

@@ -18,8 +18,8 @@ import sys
 import pytest
 import yaml
 
-from ansible_collections.sparkforge.stack.plugins.module_utils import torch_check_script, torch_checks
-from ansible_collections.sparkforge.stack.plugins.module_utils.torch_verify_job import ARGUMENT_SPEC, VerifyJob
+from ansible_collections.sparkforge.stack.plugins.module_utils.verify import torch_check_script, torch_checks
+from ansible_collections.sparkforge.stack.plugins.module_utils.verify.torch_verify_job import ARGUMENT_SPEC, VerifyJob
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 COLLECTION = os.path.abspath(os.path.join(HERE, "..", "..", "..", ".."))

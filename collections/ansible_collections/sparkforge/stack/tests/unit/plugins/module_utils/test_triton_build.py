@@ -7,8 +7,8 @@ import os
 
 import pytest
 
-from ansible_collections.sparkforge.stack.plugins.module_utils import triton_build as tb
-from ansible_collections.sparkforge.stack.plugins.module_utils.build_common import BuildError, GIB
+from ansible_collections.sparkforge.stack.plugins.module_utils.build import triton_build as tb
+from ansible_collections.sparkforge.stack.plugins.module_utils.build.build_common import BuildError, GIB
 
 COMMIT = "7d5de3033187c8a3bb4d2e322f5462cdaf49808f"
 
@@ -242,7 +242,7 @@ def test_error_lines(tmp_path):
 def test_heartbeat_refreshes_status(tmp_path):
     import json
     import time
-    from ansible_collections.sparkforge.stack.plugins.module_utils.build_common import StatusFile
+    from ansible_collections.sparkforge.stack.plugins.module_utils.build.build_common import StatusFile
     status = StatusFile(str(tmp_path / "status.json"), "test")
     status.phase("llvm-build")
     with tb.Heartbeat(status, interval=0.05):

@@ -1,5 +1,5 @@
 # -*- coding: utf-8 -*-
-"""triton_llvm_build's job (module_utils/triton_job.py) planned on a stand-in host
+"""triton_llvm_build's job (module_utils/build/triton_job.py) planned on a stand-in host
 (fake_system.FakeSystem): what it would build and why (LLVM only when its stamp does not match,
 nothing when the wheel with the key is published), and the refusals before anything is built.
 The builds themselves are tests/test_build_jobs.py's, on the fixture LLVM and Triton repos."""
@@ -14,10 +14,10 @@ import sys
 import pytest
 
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
-from ansible_collections.sparkforge.stack.plugins.module_utils import triton_build as tb
-from ansible_collections.sparkforge.stack.plugins.module_utils.build_common import sha256_file
-from ansible_collections.sparkforge.stack.plugins.module_utils.job import JobError
-from ansible_collections.sparkforge.stack.plugins.module_utils.triton_job import TritonLlvmJob
+from ansible_collections.sparkforge.stack.plugins.module_utils.build import triton_build as tb
+from ansible_collections.sparkforge.stack.plugins.module_utils._common.files import sha256_file
+from ansible_collections.sparkforge.stack.plugins.module_utils._common.job import JobError
+from ansible_collections.sparkforge.stack.plugins.module_utils.build.triton_job import TritonLlvmJob
 from ansible_collections.sparkforge.stack.plugins.modules import triton_llvm_build
 
 sys.path.insert(0, os.path.dirname(__file__))

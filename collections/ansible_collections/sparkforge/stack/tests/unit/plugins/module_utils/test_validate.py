@@ -17,7 +17,7 @@ import re
 import pytest
 import yaml
 
-from ansible_collections.sparkforge.stack.plugins.module_utils import validate
+from ansible_collections.sparkforge.stack.plugins.module_utils.plan import validate
 
 COLLECTION = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
 DOC = os.path.join(COLLECTION, "..", "..", "..", "..", "docs", "bad-inputs.md")

@@ -1,5 +1,5 @@
 # -*- coding: utf-8 -*-
-"""Collectives across hosts (module_utils.xhost): link speeds, the judgement of host pairs and the
+"""Collectives across hosts (module_utils.fabric.xhost): link speeds, the judgement of host pairs and the
 group's verdict, without torch. The container test (tests/test_xhost_containers.py) runs the script."""
 from __future__ import absolute_import, division, print_function
 
@@ -7,7 +7,7 @@ __metaclass__ = type
 
 import pytest
 
-from ansible_collections.sparkforge.stack.plugins.module_utils import xhost
+from ansible_collections.sparkforge.stack.plugins.module_utils.fabric import xhost
 
 
 def pair(a, b, gbs, size=1 << 26, exact=True):

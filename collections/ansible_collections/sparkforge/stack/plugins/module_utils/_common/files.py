@@ -1,0 +1,117 @@
+# -*- coding: utf-8 -*-
+# Copyright: sparkforge developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Generic file helpers of the collection: directories, atomic writes and publishes, sha256
+digests, canonical JSON, the tail of a log, /proc/meminfo.
+
+Plain functions, no Ansible imports: every module_utils domain uses them.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import errno
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+
+
+def makedirs(path, mode=0o755):
+    try:
+        os.makedirs(path, mode)
+    except OSError as exc:
+        if exc.errno != errno.EEXIST:
+            raise
+
+
+def atomic_write_text(path, text):
+    directory = os.path.dirname(path) or "."
+    makedirs(directory)
+    fd, tmp = tempfile.mkstemp(prefix=".%s." % os.path.basename(path), dir=directory)
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(text)
+        os.replace(tmp, path)
+    except Exception:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def atomic_publish(src, dest_dir, name=None):
+    """Copy ``src`` into ``dest_dir`` so that the final name appears only when whole.
+
+    The copy goes to a hidden temporary name in the same directory (same file
+    system), is flushed, then renamed over the final name.
+    """
+    makedirs(dest_dir)
+    final = os.path.join(dest_dir, name or os.path.basename(src))
+    fd, tmp = tempfile.mkstemp(prefix=".partial-", suffix=".tmp", dir=dest_dir)
+    try:
+        with os.fdopen(fd, "wb") as out, open(src, "rb") as inp:
+            shutil.copyfileobj(inp, out, 1024 * 1024)
+            out.flush()
+            os.fsync(out.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, final)
+    except Exception:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return final
+
+
+def sha256_file(path, chunk=1024 * 1024):
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while True:
+            block = handle.read(chunk)
+            if not block:
+                break
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def sha256_paths(paths):
+    """One digest over several files (e.g. patch files), order-sensitive."""
+    digest = hashlib.sha256()
+    for path in paths:
+        digest.update(os.path.basename(path).encode("utf-8"))
+        digest.update(sha256_file(path).encode("ascii"))
+    return digest.hexdigest()
+
+
+def canonical_json(data):
+    return json.dumps(data, sort_keys=True, separators=(",", ":"), default=str)
+
+
+def log_tail(path, lines=40):
+    """The last ``lines`` lines of a log file (best effort)."""
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            size = handle.tell()
+            handle.seek(max(0, size - 64 * 1024))
+            data = handle.read().decode("utf-8", "replace")
+    except (IOError, OSError):
+        return ""
+    return "\n".join(data.splitlines()[-lines:])
+
+
+def read_meminfo(path="/proc/meminfo"):
+    """Return MemTotal/MemAvailable (bytes) from a meminfo file."""
+    values = {}
+    with open(path) as handle:
+        for line in handle:
+            key, dummy, rest = line.partition(":")
+            parts = rest.split()
+            if parts and parts[0].isdigit():
+                factor = 1024 if len(parts) > 1 and parts[1].lower() == "kb" else 1
+                values[key.strip()] = int(parts[0]) * factor
+    return {
+        "total": values.get("MemTotal", 0),
+        "available": values.get("MemAvailable", values.get("MemFree", 0)),
+    }

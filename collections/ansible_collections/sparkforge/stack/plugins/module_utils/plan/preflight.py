@@ -1,0 +1,377 @@
+# -*- coding: utf-8 -*-
+# Copyright: sparkforge developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Preflight checks and the per-host plan, as plain functions.
+
+``problems()`` says what stops a host from being provisioned, each with what to do.
+``build_plan()`` says what the later roles will install or build on the host, and why.
+Both read only their arguments (facts from gpu_facts/setup, the user's settings and
+the version manifest), so unit tests drive them with recorded facts.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import glob
+import os
+import re
+
+from ansible_collections.sparkforge.stack.plugins.module_utils.build.build_common import BuildError
+from ansible_collections.sparkforge.stack.plugins.module_utils.packages.ml_packages import MatrixError
+from ansible_collections.sparkforge.stack.plugins.module_utils.packages.ml_packages import resolve as ml_resolve
+from ansible_collections.sparkforge.stack.plugins.module_utils.host.platforms import version_tuple
+from ansible_collections.sparkforge.stack.plugins.module_utils.build.torch_build import (
+    default_version,
+    plan_arch_list,
+    python_allowed,
+)
+# The components, in the order the plays run them (validate holds the one list).
+from ansible_collections.sparkforge.stack.plugins.module_utils.plan.validate import COMPONENTS
+
+# Compute capability major from which a GPU is a Blackwell (10.x B200/GB200, 11.0 Thor, 12.x GB10/RTX 50).
+BLACKWELL_MIN_MAJOR = 10
+
+TORCH_SOURCES = ("source", "index", "wheelhouse", "existing")
+
+
+class PlanError(Exception):
+    pass
+
+
+def _problem(check, message):
+    return {"check": check, "message": message}
+
+
+def distribution_supported(distribution, version, supported):
+    for entry in supported:
+        if entry.get("distribution") == distribution:
+            versions = [str(v) for v in entry.get("versions", [])]
+            if not versions or str(version) in versions or str(version).split(".", 1)[0] in versions:
+                return True
+    return False
+
+
+def problems(facts, host, config):
+    """Every reason this host cannot be provisioned, each with what to do about it.
+
+    ``facts``: ansible_facts.sparkforge; ``host``: distribution, distribution_version,
+    python_version; ``config``: the preflight settings (see the preflight role's defaults).
+    """
+    found = []
+    arch = facts["cpu"]["arch"]
+    if arch == "x86_64":
+        if not config.get("allow_x86_64"):
+            found.append(_problem(
+                "cpu_arch",
+                "this host is x86_64; sparkforge targets aarch64 DGX Spark/GH200 hosts. Set "
+                "preflight_allow_x86_64: true to provision an x86_64 GPU host anyway."))
+    elif arch != "aarch64":
+        found.append(_problem("cpu_arch", "CPU architecture %s is not supported (aarch64, or x86_64 when allowed)" % arch))
+
+    supported = config.get("supported_distributions", [])
+    if not distribution_supported(host.get("distribution"), host.get("distribution_version"), supported):
+        names = ", ".join("%s %s" % (e["distribution"], "/".join(str(v) for v in e.get("versions", [])))
+                          for e in supported)
+        found.append(_problem(
+            "os",
+            "%s %s is not supported: install one of %s (or extend preflight_supported_distributions "
+            "if you know what you are doing)" % (host.get("distribution"), host.get("distribution_version"), names)))
+
+    if version_tuple(host.get("python_version", "0")) < version_tuple(config.get("min_python", "3.10")):
+        found.append(_problem(
+            "python",
+            "Python %s is too old: the stack needs %s or newer (Ubuntu 22.04 has 3.10, 24.04 has 3.12)"
+            % (host.get("python_version"), config.get("min_python", "3.10"))))
+
+    if not facts["gpus"]:
+        reason = facts.get("gpu_error") or "nvidia-smi lists no GPU"
+        if config.get("require_gpu", True):
+            found.append(_problem("gpu", "no NVIDIA GPU found: %s" % reason))
+    else:
+        min_driver = str(config.get("min_driver_blackwell", "580"))
+        for gpu in facts["gpus"]:
+            major = int(gpu["compute_capability"].split(".")[0])
+            if major >= BLACKWELL_MIN_MAJOR and version_tuple(gpu["driver_version"]) < version_tuple(min_driver):
+                found.append(_problem(
+                    "driver",
+                    "GPU %d (%s, %s) is a Blackwell and needs NVIDIA driver %s or newer, found %s: install "
+                    "nvidia-open-%s (the open kernel modules) and reboot"
+                    % (gpu["index"], gpu["name"], gpu["sm"], min_driver, gpu["driver_version"], min_driver)))
+
+    source_build = config.get("source_build", False)
+    need_ram = config["min_ram_gib_source_build"] if source_build else config["min_ram_gib"]
+    have_ram = facts["memory"]["total_mib"] / 1024.0
+    if have_ram < need_ram:
+        found.append(_problem(
+            "ram",
+            "%.1f GiB of RAM, the planned work needs %s GiB (%s). Add memory or swap, or install torch from "
+            "an index/wheelhouse instead of building it" % (
+                have_ram, need_ram, "building from source" if source_build else "installing")))
+
+    need_disk = config["min_disk_gib_source_build"] if source_build else config["min_disk_gib"]
+    build_dir = config.get("build_dir")
+    disk = facts.get("disk", {}).get(build_dir) if build_dir else None
+    if disk is not None:
+        free = disk["free_mib"] / 1024.0
+        if free < need_disk:
+            found.append(_problem(
+                "disk",
+                "%.1f GiB free at %s (measured at %s), the planned work needs %s GiB: free space or point "
+                "sparkforge_build_dir elsewhere" % (free, build_dir, disk["measured_at"], need_disk)))
+    return found
+
+
+def select_torch_version(requested, releases, platform_class, python_version=None):
+    """'latest' -> torch_build.default_version for the class and the host's Python; else the
+    requested one, checked (known, and its wheels accept the host's Python)."""
+    if requested in (None, "", "latest"):
+        try:
+            # No GPU: the host is refused anyway; plan with the newest release to show the work.
+            return default_version(releases, None if platform_class == "none" else platform_class, python_version)
+        except BuildError as exc:
+            raise PlanError("%s (sparkforge_torch_version)" % exc)
+    if requested not in releases:
+        raise PlanError("PyTorch %s is not in the manifest (known: %s); add it to sparkforge_torch_releases"
+                        % (requested, ", ".join(sorted(releases, key=version_tuple))))
+    if not python_allowed(releases[requested], python_version):
+        needs = sorted({f.get("requires_python") for f in releases[requested]["wheels"].values()})
+        raise PlanError("PyTorch %s requires Python %s and this host has %s: pin an older release or "
+                        "install a newer Python" % (requested, " / ".join(needs), python_version))
+    return requested
+
+
+def parse_compiler_version(text):
+    """('gcc', '13.2.0') or ('clang', '18.1.3') from `c++ --version`; None when unrecognised."""
+    match = re.search(r"clang version (\d+(?:\.\d+)*)", text or "")
+    if match:
+        return ("clang", match.group(1))
+    first = (text or "").strip().splitlines()[0] if (text or "").strip() else ""
+    if re.match(r"^(g\+\+|c\+\+|gcc)\b", first) or "Free Software Foundation" in (text or ""):
+        numbers = re.findall(r"\b(\d+\.\d+(?:\.\d+)?)\b", first)
+        if numbers:
+            return ("gcc", numbers[-1])
+    return None
+
+
+def compiler_problems(torch_version, release, min_compilers, compiler):
+    """Why this host's C++ compiler cannot build the release (its ``cxx_standard``), with what to
+    install; ``compiler``: parse_compiler_version's result or None when `c++` is missing."""
+    std = release.get("cxx_standard")
+    if not std:
+        return []
+    floors = (min_compilers or {}).get(str(std)) or {}
+    wanted = " or ".join("%s >= %s" % ("GCC" if k == "gcc" else "Clang", v) for k, v in sorted(floors.items()))
+    if compiler is None:
+        return [_problem("compiler", "no C++ compiler (c++) found: building PyTorch %s needs C++%s (%s): "
+                                     "install g++ (apt install g++)" % (torch_version, std, wanted or "any"))]
+    kind, version = compiler
+    floor = floors.get(kind)
+    if floor and version_tuple(version) < version_tuple(floor):
+        return [_problem("compiler", "PyTorch %s builds as C++%s, which needs %s; this host's c++ is %s %s: "
+                                     "install a newer one (e.g. apt install g++-%s) and make it c++"
+                         % (torch_version, std, wanted, "GCC" if kind == "gcc" else "Clang", version,
+                            floors.get("gcc", "12")))]
+    return []
+
+
+def venv_torch_version(venv):
+    """The torch version a venv holds, read from its site-packages' dist-info (no interpreter run);
+    None when it holds none (or the venv does not exist)."""
+    found = sorted(glob.glob(os.path.join(venv, "lib", "python*", "site-packages", "torch-*.dist-info", "METADATA")))
+    for path in found:
+        with open(path, errors="replace") as handle:
+            for line in handle:
+                if line.startswith("Version:"):
+                    return line.split(":", 1)[1].strip()
+                if not line.strip():
+                    break
+    return None
+
+
+def existing_torch_problems(venv, have, planned):
+    """With torch source ``existing``, the venv must already hold the planned torch: a problem per mismatch.
+    ``have``: what venv_torch_version read; ``planned``: the plan's torch version."""
+    if have is None:
+        return [_problem("existing_torch", "torch source existing keeps the venv's torch, but %s holds none: install "
+                                           "torch there, or set sparkforge_torch_source to index, wheelhouse or source"
+                         % venv)]
+    if have.split("+", 1)[0] != planned:
+        return [_problem("existing_torch", "torch source existing keeps the venv's torch, but %s holds torch %s and the "
+                                           "plan wants %s: set sparkforge_torch_version=%s"
+                         % (venv, have, planned, have.split("+", 1)[0]))]
+    return []
+
+
+DEV_LIBRARIES = ("auto", "always", "never")
+TORCH_SOURCE_WORDS = {"index": "a package index", "wheelhouse": "a wheelhouse", "existing": "the existing venv"}
+
+
+def compile_needs(config, enabled, manifest, facts, klass, ml_out=None):
+    """What compiles on this host, each as a reason (empty: nothing does, so no CUDA development
+    libraries, cuSPARSELt or LLVM are needed)."""
+    needs = []
+    if config.get("torch_source", "source") == "source":
+        built = [c for c in ("triton", "pytorch", "torch_domains") if c in enabled]
+        if built:
+            needs.append("%s built from source" % ", ".join(built))
+    matrix = manifest.get("sparkforge_ml_packages")
+    if "ml_packages" in enabled and matrix:
+        platform = {"arch": facts["cpu"]["arch"], "platform_class": klass,
+                    "cuda_major": manifest.get("sparkforge_cuda_major", 13)}
+        try:
+            items = ml_resolve(matrix, manifest.get("sparkforge_ml_profiles") or {},
+                               manifest.get("sparkforge_ml_package_pins") or {}, platform,
+                               profile=config.get("ml_profile") or "minimal")
+        except MatrixError as exc:
+            raise PlanError("ML package matrix: %s" % exc)
+        if ml_out is not None:  # the packages the profile installs (what an offline bundle must carry)
+            ml_out.extend({"name": i["name"], "requirement": i["requirement"], "method": i["method"]} for i in items)
+        source_built = [i["name"] for i in items if i["method"] == "source"]
+        if source_built:
+            needs.append("ML package(s) %s built from source on %s (profile %s)"
+                         % (", ".join(source_built), facts["cpu"]["arch"], config.get("ml_profile")))
+    return needs
+
+
+def build_plan(facts, config, manifest):
+    """What each component will do on this host and why.
+
+    ``config``: components (list), torch_version, torch_source, cuda_arch_list (optional),
+    ml_profile.  ``manifest``: sparkforge_torch_releases, sparkforge_triton_releases,
+    sparkforge_torch_arch_min_version.
+    """
+    klass = facts["platform_class"]
+    enabled = config.get("components") or list(COMPONENTS)
+    unknown = [c for c in enabled if c not in COMPONENTS]
+    if unknown:
+        raise PlanError("unknown component(s) %s; known: %s" % (", ".join(unknown), ", ".join(COMPONENTS)))
+    source = config.get("torch_source", "source")
+    if source not in TORCH_SOURCES:
+        raise PlanError("torch_source must be one of %s, got %r" % (", ".join(TORCH_SOURCES), source))
+
+    releases = manifest["sparkforge_torch_releases"]
+    torch_version = select_torch_version(config.get("torch_version"), releases, klass, config.get("python_version"))
+    release = releases[torch_version]
+    capabilities = facts["compute_capabilities"]
+    data = {
+        "arch_defaults": manifest.get("sparkforge_torch_arch_defaults") or {},
+        "arch_min_version": manifest["sparkforge_torch_arch_min_version"],
+        "traps": manifest.get("sparkforge_torch_traps") or {},
+    }
+    try:
+        arch = plan_arch_list(config.get("cuda_arch_list") or None, torch_version, release, klass, capabilities,
+                              data, manifest.get("sparkforge_torch_fixes") or {},
+                              variable=config.get("cuda_arch_list_variable") or "sparkforge_cuda_arch_list")
+    except BuildError as exc:
+        raise PlanError(str(exc))
+    arch_list = arch["arch_list"]
+    arch_why = arch["why"] if not config.get("cuda_arch_list") else "set by %s" % (
+        config.get("cuda_arch_list_variable") or "sparkforge_cuda_arch_list")
+    if arch["fixes_needed"]:
+        arch_why += "; fixes applied: %s" % ", ".join(arch["fixes_needed"])
+    triton_version = release["triton"]
+    triton_release = manifest.get("sparkforge_triton_releases", {}).get(triton_version, {})
+
+    steps = []
+
+    def step(component, action, detail, why):
+        if component in enabled:
+            steps.append({"component": component, "action": action, "detail": detail, "why": why})
+
+    build_torch = source == "source"
+    ml_items = []
+    needs = compile_needs(config, enabled, manifest, facts, klass, ml_items)
+    dev_libraries = config.get("dev_libraries") or "auto"
+    if dev_libraries not in DEV_LIBRARIES:
+        raise PlanError("sparkforge_dev_libraries must be one of %s, got %r" % (", ".join(DEV_LIBRARIES), dev_libraries))
+    cuda_detail = "cuBLAS, cuDNN, NCCL, cuFile for CUDA %s from NVIDIA's apt repo" % manifest.get("sparkforge_cuda_major", 13)
+    if dev_libraries == "always" or (dev_libraries == "auto" and needs):
+        because = "; ".join(needs) if needs else "sparkforge_dev_libraries: always"
+        step("cuda_libs", "install", cuda_detail, "headers and libraries to compile against: %s" % because)
+        step("cusparselt", "install", "cuSPARSELt (local-repo package)", "2:4 sparse matmul (USE_CUSPARSELT): %s" % because)
+        step("llvm", "install", "the distribution's LLVM/clang/lld", "build scripts expect clang and llvm-config: %s"
+             % because)
+    else:
+        if dev_libraries == "never":
+            because = "sparkforge_dev_libraries: never"
+        else:
+            because = ("nothing on this host compiles (torch from %s%s): torch runs with the CUDA libraries of its "
+                       "own pip wheels. sparkforge_dev_libraries: always installs them anyway"
+                       % (TORCH_SOURCE_WORDS.get(source, source),
+                          ", no ML package of the profile built from source" if "ml_packages" in enabled else ""))
+        step("cuda_libs", "skip", cuda_detail, because)
+        step("cusparselt", "skip", "cuSPARSELt (local-repo package)", because)
+        step("llvm", "skip", "the distribution's LLVM/clang/lld", because)
+    if build_torch:
+        llvm = triton_release.get("llvm_commit")
+        step("triton", "build", "Triton %s against LLVM %s built from source" % (
+            triton_version, llvm[:12] if llvm else "(the commit its cmake/llvm-hash.txt pins)"),
+            "PyTorch %s pairs with Triton %s; its bundled ptxas cannot target sm_121a" % (torch_version, triton_version))
+        step("pytorch", "build", "PyTorch %s wheel, TORCH_CUDA_ARCH_LIST=%s" % (torch_version, arch_list), arch_why)
+    else:
+        step("triton", "install", "Triton %s from the %s" % (triton_version, source), "paired with PyTorch %s" % torch_version)
+        step("pytorch", "install", "PyTorch %s from the %s%s" % (
+            torch_version, source, " %s (%s)" % (config["index_url"], config.get("index_url_variable")
+                                                 or "sparkforge_torch_index_url")
+            if source == "index" and config.get("index_url") else ""),
+            "torch_source=%s; %s" % (source, wheel_carries(
+                release, facts["cpu"]["arch"],
+                ((manifest.get("sparkforge_torch_wheel_archs") or {}).get(torch_version) or {}).get(facts["cpu"]["arch"]))))
+    step("torch_domains", "build" if build_torch else "install",
+         "torchvision %s, torchaudio %s" % (release.get("torchvision"), release.get("torchaudio")),
+         "the versions paired with PyTorch %s" % torch_version)
+    step("ml_packages", "install", "profile %s" % config.get("ml_profile", "minimal"),
+         "constrained so the custom torch is never replaced")
+    step("runtime_env", "configure", "CUDA_MODULE_LOADING=LAZY, allocator, TF32, Triton ptxas", "runtime tuning")
+    step("verify", "check", "numerical checks and benchmarks on the GPU", "prove the result")
+    return {
+        "actions": dict((item["component"], item["action"]) for item in steps),
+        "compiles": needs,
+        "platform_class": klass,
+        "compute_capabilities": capabilities,
+        "torch": {"version": torch_version, "source": source, "cuda_arch_list": arch_list, "why": arch_why,
+                  "index_url": config.get("index_url") if source == "index" else None,
+                  "wheel": (release.get("wheels") or {}).get(facts["cpu"]["arch"]),
+                  "wheel_archs": ((manifest.get("sparkforge_torch_wheel_archs") or {}).get(torch_version)
+                                  or {}).get(facts["cpu"]["arch"]),
+                  "cxx_standard": release.get("cxx_standard")},
+        "triton": {"version": triton_version, "llvm_commit": triton_release.get("llvm_commit")},
+        "torchvision": release.get("torchvision"),
+        "torchaudio": release.get("torchaudio"),
+        "source_build": build_torch,
+        "ml_packages": ml_items,
+        "steps": steps,
+    }
+
+
+def wheel_carries(release, arch, audited=None):
+    """What the release's wheels on the package index carry on this CPU (``wheels`` data, and the
+    audited arch list ``audited`` = sparkforge_torch_wheel_archs[version][arch] when there is one)."""
+    facts = (release.get("wheels") or {}).get(arch)
+    if not facts:
+        return "the package index's %s wheels of this release are not recorded" % arch
+    cuda = facts.get("cuda") or {}
+    if not cuda:
+        return "the package index's %s wheels of this release are CPU-only (no CUDA libraries)" % arch
+    keys = [k for k in sorted(cuda) if re.match(r"^nvidia-(cudnn|cusparselt|nccl)", k)] or sorted(cuda)
+    text = "the package index's %s wheels pin %s" % (arch, ", ".join("%s%s" % (k, cuda[k]) for k in keys))
+    if audited:
+        text += "; audited CUDA code: SASS %s, PTX %s" % (audited.get("sass") or "none", audited.get("ptx") or "none")
+    else:
+        text += "; their arch list was not audited"
+    return text
+
+
+def render_plan(plan, host_problems):
+    """A short text a person reads in the play output."""
+    lines = ["platform %s (%s), PyTorch %s from %s" % (
+        plan["platform_class"], ", ".join(plan["compute_capabilities"]) or "no GPU",
+        plan["torch"]["version"], plan["torch"]["source"])]
+    for item in plan["steps"]:
+        lines.append("  %-13s %-9s %s  [%s]" % (item["component"], item["action"], item["detail"], item["why"]))
+    if host_problems:
+        lines.append("blocked by %d problem(s):" % len(host_problems))
+        for item in host_problems:
+            lines.append("  - [%s] %s" % (item["check"], item["message"]))
+    return lines
