@@ -6,14 +6,19 @@ fake GB10, no network at all; molecule's scenarios run on the other hosts meanwh
 `ansible-playbook playbooks/spark.yml` as a user runs it, with components cuda_libs, cusparselt,
 pytorch, torch_domains and runtime_env: the defaults less llvm and triton (their build runs in
 molecule's `triton` scenario and the fleet), ml_packages (a real package index: molecule's
-`ml_packages`) and verify (it needs a GPU; molecule's `verify_nogpu`). Every source is a stand-in
+`ml_packages`) and verify (it needs a GPU; molecule's `verify_nogpu`); stage 1's `source` run adds llvm,
+triton and ml_packages (their check mode on a host with no venv, issue 34). Every source is a stand-in
 reached by a file:// URL under the test bed's shared directory: NVIDIA's signed apt repository and the
 cuSPARSELt installers (tests/fixtures/nvidia_repo), a PEP 503 index and a wheelhouse of torch 2.10.0
-with its domain libraries, and the PyTorch/torchvision/torchaudio fixture repositories for a build.
+with its domain libraries, the PyTorch/torchvision/torchaudio fixture repositories for a build, the
+Triton/LLVM fixture repositories and ptxas (tests/fixtures/triton), and the site's Debian mirror as
+a signed flat apt repository of stand-ins of the packages llvm and triton install.
 
 Stages, in order (a stage that needs a fresh host restores the host's snapshot, in about a second):
 1. fresh host, `--check --diff`, for torch sources existing, index, wheelhouse and source: exit 0 (or,
-   for `existing` with no torch to keep, preflight's clean stop), and the host's files unchanged;
+   for `existing` with no torch to keep, preflight's clean stop), and the host's files unchanged; the
+   `source` run with every default component but verify (llvm, triton, ml_packages too: the host has no
+   venv), each of llvm, triton and ml_packages reporting the change the real run makes;
 2. preflight stop on an unfit host: the same host pointed at PyTorch's real index, which it cannot
    reach, stops before any change, naming the variable to point at a mirror;
 3. converge, for index and wheelhouse from fresh: the roles check mode said would change are the
@@ -30,6 +35,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import uuid
 
 import pytest
@@ -49,10 +55,39 @@ WHEELS = os.path.join(FIXTURES, "pytorch", "wheel_index.py")
 HOST = "offline-amd64"
 SOURCES = ("existing", "index", "wheelhouse", "source")
 COMPONENTS = ["cuda_libs", "cusparselt", "pytorch", "torch_domains", "runtime_env"]
+# Stage 1's source run: every default component but verify (it needs a GPU).
+ALL_BUT_VERIFY = ["cuda_libs", "cusparselt", "llvm", "triton", "pytorch", "torch_domains", "ml_packages", "runtime_env"]
+# What the llvm and triton roles install from the distribution that the test bed's image lacks: the site's
+# Debian mirror holds stand-ins of them (name: bookworm's version, the files each puts on the host).
+MIRRORED = {"llvm-19-dev": ("1:19.1.7-3~deb12u1", ["/usr/bin/llvm-config-19"]),
+            "clang-19": ("1:19.1.7-3~deb12u1", ["/usr/bin/clang-19", "/usr/bin/clang++-19"]),
+            "lld-19": ("1:19.1.7-3~deb12u1", ["/usr/bin/ld.lld-19"]),
+            "build-essential": ("12.9", [])}
+MIRROR_LIST = "/etc/apt/sources.list.d/site-debian-mirror.list"
 
 
 def _tool(*args):
     subprocess.run([sys.executable] + list(args), check=True, stdout=subprocess.DEVNULL)
+
+
+def debian_mirror(root):
+    """The site's Debian mirror (a signed flat apt repository under ``root``) with stand-ins of MIRRORED;
+    returns the apt source line that names it and its keyring."""
+    repo = os.path.join(root, "debian")
+    work = tempfile.mkdtemp(prefix="mirror-")
+    key = build_repo.Key(work, "site Debian mirror (sparkforge test)")
+    try:
+        for name, (version, files) in MIRRORED.items():
+            build_repo.build_deb(repo, name, version, "amd64", section="devel",
+                                 files=dict((path, "#!/bin/sh\necho '%s (stand-in)'\n" % os.path.basename(path))
+                                            for path in files),
+                                 description="stand-in of Debian's %s" % name)
+        build_repo.index_flat_repo(repo, key, "Debian", "site mirror")
+        key.export(os.path.join(root, "debian-mirror.gpg"))
+    finally:
+        key.close()
+        shutil.rmtree(work, ignore_errors=True)
+    return "deb [signed-by=%s/debian-mirror.gpg] file://%s /" % (root, repo)
 
 
 @pytest.fixture(scope="module")
@@ -76,6 +111,14 @@ def site(tmp_path_factory):
         repos = os.path.join(root, "repos")
         _tool(os.path.join(FIXTURES, "pytorch", "make_repo.py"), os.path.join(repos, "pytorch"))
         _tool(os.path.join(FIXTURES, "torch_domains", "make_repos.py"), repos)
+        # Triton and the LLVM it pins, and a stand-in of CUDA 13's ptxas (the host has no CUDA yet).
+        triton = json.loads(subprocess.run([sys.executable, os.path.join(FIXTURES, "triton", "make_repos.py"),
+                                            os.path.join(root, "triton-repos")], check=True,
+                                           stdout=subprocess.PIPE, universal_newlines=True).stdout)
+        ptxas = os.path.join(root, "cuda", "bin", "ptxas")
+        os.makedirs(os.path.dirname(ptxas))
+        shutil.copy2(triton["ptxas"], ptxas)
+        mirror = debian_mirror(root)
         import ensurepip
         bundled = os.path.join(os.path.dirname(ensurepip.__file__), "_bundled")
         setuptools = [os.path.join(bundled, f) for f in os.listdir(bundled) if f.startswith("setuptools-")]
@@ -102,6 +145,13 @@ def site(tmp_path_factory):
             "sparkforge_fleet_pip_env": {"PIP_INDEX_URL": "file://%s/build-index/simple" % root},
             "pytorch_extra_env": {"PIP_INDEX_URL": "file://%s/build-index/simple" % root},
             "pytorch_features": {"cuda": False},
+            "triton_repo": "file://%s" % triton["triton_repo"],
+            "triton_llvm_repo": "file://%s" % triton["llvm_repo"],
+            "triton_llvm_commit": triton["llvm_commit"],
+            "triton_ptxas_path": ptxas,
+            # The ML packages' index (the default profile's packages are not in it: with no venv, check mode
+            # asks pip nothing; preflight reaches the index).
+            "ml_packages_index_url": "file://%s/index/simple" % root,
             "pytorch_jobs": 1, "pytorch_build_poll": 1, "pytorch_build_poll_max": 2, "torch_domains_jobs": 1,
             "sparkforge_fleet_wheelhouse": os.path.join(root, "fleet-wheelhouse"),
             "sparkforge_fleet_report_dir": os.path.join(root, "reports"),
@@ -115,7 +165,7 @@ def site(tmp_path_factory):
         with open(inventory, "w") as handle:
             yaml.safe_dump({"all": {"hosts": hosts, "vars": group}}, handle, sort_keys=False)
         yield {"root": root, "logs": str(tmp_path_factory.mktemp("journey")), "inventory": inventory, "runs": 0,
-               "predicted": {}, "ok": True}
+               "predicted": {}, "ok": True, "mirror": mirror}
     finally:
         testbed.restore(HOST)  # as the test bed made it, for whoever runs next
         shutil.rmtree(root, ignore_errors=True)
@@ -171,9 +221,18 @@ def stage(site, request):
 
 
 def test_1_fresh_host_check_mode_changes_nothing(stage):
+    # The air-gapped host's Debian source is the site's mirror (its lists fetched, as on any provisioned site):
+    # a fresh host all the same, with no venv and nothing of the stack.
+    setup = testbed.exec_(HOST, "echo '%s' > %s && apt-get update -q -o Dir::Etc::sourcelist=%s "
+                                "-o Dir::Etc::sourceparts=- -o APT::Get::List-Cleanup=0"
+                                % (stage["mirror"], MIRROR_LIST, MIRROR_LIST))
+    assert setup.returncode == 0, setup.stdout[-3000:]
     before = testbed.fs_snapshot(HOST)
     for source in SOURCES:
-        proc, roles = spark(stage, HOST, "--check", "--diff", *source_args(source))
+        # The source run takes every component but verify: llvm, triton (built) and ml_packages on a host with
+        # no venv. The others keep the journey's components (stage 3 converges with them).
+        extra = ["-e", json.dumps({"sparkforge_components": ALL_BUT_VERIFY})] if source == "source" else []
+        proc, roles = spark(stage, HOST, "--check", "--diff", *(source_args(source) + extra))
         if source == "existing":
             # No torch to keep: preflight stops cleanly with the reason, before any role.
             assert proc.returncode == 2, proc.stdout[-5000:]
@@ -183,6 +242,10 @@ def test_1_fresh_host_check_mode_changes_nothing(stage):
             assert proc.returncode == 0, (source, proc.stdout[-8000:])
             assert re.search(r"^%s\s+: ok=\d+\s+changed=\d+\s+unreachable=0\s+failed=0" % HOST, proc.stdout, re.M)
             assert {"pytorch", "torch_domains", "runtime_env"} <= roles, (source, roles)
+        if source == "source":
+            # Each reports the change the real run makes: the LLVM packages and their links, Triton's build
+            # and the venv it is built in, the ML packages the venv lacks.
+            assert {"llvm", "triton", "ml_packages"} <= roles, roles
         stage["predicted"][("fresh", source)] = roles
         after = testbed.fs_snapshot(HOST)
         assert after == before, ("check mode with torch source %s changed the host" % source, changes(before, after))
