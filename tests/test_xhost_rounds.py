@@ -16,8 +16,14 @@ sys.path.insert(0, os.path.join(REPO, "collections"))
 from ansible_collections.sparkforge.stack.plugins.module_utils.fabric import xhost  # noqa: E402
 
 TORCH_DIR = os.environ.get("SPARKFORGE_XHOST_TORCH") or os.path.expanduser("~/.cache/sparkforge/xhost-torch-2.13.0")
-needs_torch = pytest.mark.skipif(not os.path.isdir(os.path.join(TORCH_DIR, "torch")),
-                                 reason="no CPU torch at %s (tests/test_xhost_containers.py installs it)" % TORCH_DIR)
+
+
+@pytest.fixture
+def needs_torch():
+    """Looked for when each test runs, not when pytest collects: from nothing, the container test that runs
+    first in the same session installs it (a collection-time skipif skipped these on every first run)."""
+    if not os.path.isdir(os.path.join(TORCH_DIR, "torch")):
+        pytest.skip("no CPU torch at %s (tests/test_xhost_containers.py installs it)" % TORCH_DIR)
 
 
 def free_port():
@@ -45,7 +51,7 @@ def run_ranks(n, sizes=(1 << 20,), iters=3):
     return hosts, results
 
 
-@needs_torch
+@pytest.mark.usefixtures("needs_torch")
 @pytest.mark.parametrize("n", [5, 4])
 def test_every_pair_once_in_rounds_over_gloo(n):
     hosts, results = run_ranks(n)
@@ -58,7 +64,7 @@ def test_every_pair_once_in_rounds_over_gloo(n):
     assert all(p["exact"] and p["gbs"] > 0 for p in first["pairs"]), first["pairs"]
 
 
-@needs_torch
+@pytest.mark.usefixtures("needs_torch")
 def test_the_probe_reads_real_torch():
     """Parity's probe with the real CPU torch: its version, no CUDA and no NCCL (a CPU build)."""
     got = xhost.host_facts(sys.executable, None, "/nonexistent-sysfs", env={"PYTHONPATH": TORCH_DIR})
