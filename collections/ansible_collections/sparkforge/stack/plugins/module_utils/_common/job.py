@@ -29,6 +29,7 @@ __metaclass__ = type
 import os
 import shutil
 import subprocess
+from abc import ABC, abstractmethod
 from urllib.error import HTTPError, URLError
 
 from ansible.module_utils.urls import open_url
@@ -97,21 +98,22 @@ class Plan:
         return bool(self.changes)
 
 
-class Job:
-    """Base of the build and install jobs.  Subclasses implement ``plan`` and ``apply``."""
+class Job(ABC):
+    """Base of the build and install jobs.  Subclasses implement ``plan`` and ``apply`` (a job missing
+    either cannot be made)."""
 
     def __init__(self, params, system, check_mode=False):
         self.params = dict(params)
         self.system = system
         self.check_mode = check_mode
 
+    @abstractmethod
     def plan(self):
         """Probe the host and return a ``Plan``; changes nothing.  Raises JobError."""
-        raise NotImplementedError
 
+    @abstractmethod
     def apply(self, plan):
         """Make the plan's changes; the module's result.  Raises JobError."""
-        raise NotImplementedError
 
     def run(self, diff=False):
         """The module's result: the plan's in check mode or when nothing changes, else apply's."""
