@@ -184,3 +184,23 @@ def setup_keeps(venv):
         return ("%s is not the venv scripts/setup made from this pyproject.toml (stamp %s): run scripts/setup test"
                 % (venv, have))
     return None
+
+
+def cudaext_entry(optional, cuda_home):
+    """The fixture sdist tests/fixtures/ml_packages/cudaext as a matrix entry in the manifest's gpu_build form:
+    its force-build flag, TORCH_CUDA_ARCH_LIST, and the fix that removes its hard-coded -gencode pairs (2 in the
+    fixture, 9 in causal-conv1d 1.7.0)."""
+    return {
+        "optional": optional, "needs_torch": False, "methods": [{"method": "source"}],
+        "source": {"build_isolation": False, "env": {"CUDA_HOME": cuda_home}},
+        "gpu_build": {
+            "arch_env": [{"name": "TORCH_CUDA_ARCH_LIST", "form": "torch"}],
+            "force_build": {"SPARKFORGE_CUDAEXT_FORCE_BUILD": "TRUE"},
+            "jobs_env": "MAX_JOBS", "threads_env": None, "nvcc_threads": 4, "job_memory_gib": 4,
+            "fixes": [{"file": "setup.py",
+                       "pattern": (r'cc_flag\.append\("-gencode"\)\n\s*'
+                                   r'cc_flag\.append\("arch=compute_\d+,code=sm_\d+"\)'),
+                       "replace": "pass", "count": 2, "why": "hard-coded -gencode pairs"}],
+            "checked": ["tests/fixtures/ml_packages/cudaext/setup.py"],
+        },
+    }

@@ -45,8 +45,8 @@ import yaml
 
 import readme
 
-from helpers import (COLLECTIONS, CONNECTION, GB10, GH200, REPO, fake_smi, image_present, pinned_wheel, remove_containers,
-                     start_container, user_checkout, user_shell)
+from helpers import (COLLECTIONS, CONNECTION, GB10, GH200, REPO, cudaext_entry, fake_smi, image_present, pinned_wheel,
+                     remove_containers, start_container, user_checkout, user_shell)
 
 sys.path.insert(0, COLLECTIONS)
 from ansible_collections.sparkforge.stack.plugins.module_utils.fleet import generations as gen  # noqa: E402
@@ -61,20 +61,8 @@ GPUS = {"a1": GB10, "b1": GH200, "a2": GB10, "b2": GH200}
 CUDA = os.path.realpath("/usr/local/cuda")
 HEAVY = os.access(os.path.join(CUDA, "bin", "nvcc"), os.X_OK)
 CUDAEXT = "sparkforge-cudaext"
-# The fixture's interface in the manifest's gpu_build form (as tests/test_ml_packages.py's CUDAEXT).
-CUDAEXT_ENTRY = {
-    "optional": False, "needs_torch": False, "methods": [{"method": "source"}],
-    "source": {"build_isolation": False, "env": {"CUDA_HOME": "/usr/local/cuda"}},
-    "gpu_build": {
-        "arch_env": [{"name": "TORCH_CUDA_ARCH_LIST", "form": "torch"}],
-        "force_build": {"SPARKFORGE_CUDAEXT_FORCE_BUILD": "TRUE"},
-        "jobs_env": "MAX_JOBS", "threads_env": None, "nvcc_threads": 4, "job_memory_gib": 4,
-        "fixes": [{"file": "setup.py",
-                   "pattern": r'cc_flag\.append\("-gencode"\)\n\s*cc_flag\.append\("arch=compute_\d+,code=sm_\d+"\)',
-                   "replace": "pass", "count": 2, "why": "hard-coded -gencode pairs"}],
-        "checked": ["tests/fixtures/ml_packages/cudaext/setup.py"],
-    },
-}
+# The fixture's interface in the manifest's gpu_build form (helpers.cudaext_entry, as tests/test_ml_packages.py).
+CUDAEXT_ENTRY = cudaext_entry(optional=False, cuda_home="/usr/local/cuda")
 BROKEN = "libtorchvision_fixture.so: undefined symbol: _ZN3c104impl8GPUTrace (built on purpose)"
 
 

@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from helpers import REPO, load_manifest, run_module
+from helpers import REPO, cudaext_entry, load_manifest, run_module
 
 FIXTURES = os.path.join(REPO, "tests", "fixtures", "ml_packages")
 sys.path.insert(0, FIXTURES)
@@ -231,21 +231,8 @@ def test_unknown_package_and_missing_venv_fail_clearly(tmp_path, index):
 
 NVCC = os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "bin", "nvcc")
 
-# The fixture's interface in the manifest's gpu_build form: force-build flag, TORCH_CUDA_ARCH_LIST,
-# and the fix that removes its hard-coded -gencode pairs (2 in the fixture, 9 in causal-conv1d 1.7.0).
-CUDAEXT = {
-    "optional": True, "needs_torch": False, "methods": [{"method": "source"}],
-    "source": {"build_isolation": False, "env": {"CUDA_HOME": os.path.dirname(os.path.dirname(NVCC))}},
-    "gpu_build": {
-        "arch_env": [{"name": "TORCH_CUDA_ARCH_LIST", "form": "torch"}],
-        "force_build": {"SPARKFORGE_CUDAEXT_FORCE_BUILD": "TRUE"},
-        "jobs_env": "MAX_JOBS", "threads_env": None, "nvcc_threads": 4, "job_memory_gib": 4,
-        "fixes": [{"file": "setup.py",
-                   "pattern": r'cc_flag\.append\("-gencode"\)\n\s*cc_flag\.append\("arch=compute_\d+,code=sm_\d+"\)',
-                   "replace": "pass", "count": 2, "why": "hard-coded -gencode pairs"}],
-        "checked": ["tests/fixtures/ml_packages/cudaext/setup.py"],
-    },
-}
+# The fixture's interface in the manifest's gpu_build form (force-build flag, TORCH_CUDA_ARCH_LIST, the fix).
+CUDAEXT = cudaext_entry(optional=True, cuda_home=os.path.dirname(os.path.dirname(NVCC)))
 
 
 def _gpu_venv(path, index):
