@@ -20,7 +20,7 @@ __metaclass__ = type
 
 import ipaddress
 
-from ansible_collections.sparkforge.stack.plugins.module_utils.fabric import fabric
+from ansible_collections.sparkforge.stack.plugins.module_utils.fabric import fabric, fabric_addr
 
 TOPOLOGIES = ("direct", "ring", "switch")
 CHOICES = ("auto",) + TOPOLOGIES
@@ -217,3 +217,58 @@ def resolve(requested, order, hosts, data):
         return None, ["cluster_fabric_topology is auto but the fabric of %s was not read: declare the topology"
                       % ", ".join(h for h in order if hosts.get(h) is None)]
     return recognise(dict((h, hosts[h]) for h in order))
+
+
+def env_additions(topology, order, hosts, data, host, nccl_version=None):
+    """What the topology puts over the port's own variables (fabric_facts' nccl_env, read after the apply): for a
+    ring the whole env (every linked function, the management bootstrap, the manifest's variables); for direct
+    and switch only the manifest's variables. (env, notes, errors)."""
+    env, notes, errors = nccl_env(topology, order, hosts, data, host, nccl_version)
+    if topology == "ring":
+        return env, notes, errors
+    spec = _data(data, topology)
+    by_nodes = spec.get("env_by_nodes") or {}
+    keys = set(spec.get("env") or {}) | set(by_nodes.get(len(order), by_nodes.get(str(len(order)))) or {})
+    return dict((k, v) for k, v in env.items() if k in keys), notes, errors
+
+
+def plan_cluster(hosts, order, requested, data, mode="static", subnet=None, mtu=None, nccl_version=None):
+    """fabric_addr.plan with a topology: resolved (declared or recognised), checked against the links, then
+    addressed - direct and switch one subnet (fabric_addr.plan, unchanged), a ring a subnet per cable and twin - with
+    the topology's MTU (unless mtu is given) and NCCL variables. Returns fabric_addr.plan's result plus topology,
+    links and env ({host: variables over the port's own}); errors first name the topology's problems."""
+    facts = dict((h, (hosts.get(h) or {}).get("fabric")) for h in order)
+    chosen, errors = resolve(requested, order, facts, data)
+    if chosen is None:
+        return {"hosts": {}, "mtu": None, "errors": errors, "notes": [], "topology": None, "links": [], "env": {}}
+    spec = _data(data, chosen)
+    if all(facts.get(h) is not None for h in order):
+        errors += check(chosen, order, facts, data)
+    mtu = int(mtu or spec.get("mtu") or 9000)
+    links = []
+    if chosen == "ring":
+        if mode != "static":
+            errors.append("a ring is addressed a subnet per cable (cluster_fabric_mode static), not %s" % mode)
+        result = {"hosts": {}, "mtu": mtu, "errors": [], "notes": []}
+        if mode == "static" and not errors:
+            addresses, links, more = ring_plan(order, facts, subnet, data)
+            errors += more
+            for host in order:
+                ports = fabric_ports(facts[host])
+                netdevs = [n for p in ports for n in p["netdevs"]]
+                if not netdevs:
+                    continue
+                result["hosts"][host] = {
+                    "interface": netdevs[0], "twins": netdevs[1:], "address": None, "addresses": addresses.get(host, {}),
+                    "link_local": False, "mtu": mtu, "hcas": [f["hca"] for p in ports for f in p["functions"] if f["up"]]}
+    else:
+        result = fabric_addr.plan(hosts, mode, subnet, mtu)
+    result["errors"] = errors + result["errors"]
+    result.update(topology=chosen, links=links, env={})
+    if not result["errors"] and all(facts.get(h) is not None for h in order):
+        for host in order:
+            env, notes, more = env_additions(chosen, order, facts, data, host, nccl_version)
+            result["env"][host] = env
+            result["errors"] += more
+            result["notes"] += ["%s: %s" % (host, n) for n in notes if chosen == "ring"]
+    return result

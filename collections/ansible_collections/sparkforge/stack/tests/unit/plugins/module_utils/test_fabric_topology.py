@@ -107,7 +107,7 @@ def test_a_ring_refuses_an_nccl_older_than_its_routing(tmp_path, data):
                       "NCCL_IB_SUBNET_AWARE_ROUTING, NCCL_NET_PLUGIN)"]
 
 
-@pytest.mark.parametrize("row", [pytest.param("L01", id="L01")])
+@pytest.mark.parametrize("row", [pytest.param("X05", id="X05")])
 def test_a_ring_whose_links_do_not_close_is_refused(tmp_path, data, row):
     hosts = cluster(tmp_path, 3, all={"cabled": "both"}, **{"spark-2": {"cabled": "f1"}})
     # Recognised: the links say no one topology, and which nodes have what.
@@ -120,14 +120,14 @@ def test_a_ring_whose_links_do_not_close_is_refused(tmp_path, data, row):
         "ports cabled, port 0 to the next node's port 1 and port 1 to the previous node's port 0"]
 
 
-@pytest.mark.parametrize("row", [pytest.param("L02", id="L02")])
+@pytest.mark.parametrize("row", [pytest.param("X06", id="X06")])
 def test_a_ring_of_the_wrong_size_is_refused(tmp_path, data, row):
     hosts = cluster(tmp_path, 5, all={"cabled": "both"})
     assert row and topology.check("ring", names(5), hosts, data) == [
         "a ring takes 3 to 4 nodes, the cluster has 5 (spark-1, spark-2, spark-3, spark-4, spark-5)"]
 
 
-@pytest.mark.parametrize("row", [pytest.param("L03", id="L03")])
+@pytest.mark.parametrize("row", [pytest.param("X07", id="X07")])
 def test_a_ring_pool_too_small_is_refused(tmp_path, data, row):
     hosts = cluster(tmp_path, 3, all={"cabled": "both"})
     assert row and topology.ring_plan(names(3), hosts, "192.168.100.0/23", data)[2] == [
@@ -151,7 +151,7 @@ def test_a_switch_of_eight_is_one_subnet_on_the_same_port(tmp_path, data):
     assert errors == [] and "NCCL_IB_SUBNET_AWARE_ROUTING" not in env and env["NCCL_SOCKET_IFNAME"] == "=enp1s0f1np1"
 
 
-@pytest.mark.parametrize("row", [pytest.param("L04", id="L04")])
+@pytest.mark.parametrize("row", [pytest.param("X08", id="X08")])
 def test_a_switch_node_on_another_port_is_refused(tmp_path, data, row):
     hosts = cluster(tmp_path, 4, **{"spark-3": {"cabled": "f0"}})
     assert row and topology.check("switch", names(4), hosts, data) == [
@@ -169,8 +169,8 @@ def test_a_switch_node_with_two_cables_is_refused(tmp_path, data):
 # ------------------------------------------------------------------------------------------ speed
 
 @pytest.mark.parametrize("row, kind, n, slow_host, tree", [
-    pytest.param("L05", "switch", 4, "spark-4", {"slow": ("f1",)}, id="L05"),
-    pytest.param("L06", "ring", 3, "spark-2", {"cabled": "both", "slow": ("f0",)}, id="L06"),
+    pytest.param("X09", "switch", 4, "spark-4", {"slow": ("f1",)}, id="X09"),
+    pytest.param("X10", "ring", 3, "spark-2", {"cabled": "both", "slow": ("f0",)}, id="X10"),
 ])
 def test_a_link_below_its_rated_speed_is_refused(tmp_path, data, row, kind, n, slow_host, tree):
     base = {"cabled": "both"} if kind == "ring" else {}
@@ -191,7 +191,7 @@ def test_a_direct_link_below_its_rated_speed_is_refused(tmp_path, data):
 
 # ------------------------------------------------------------------------------------------ declared
 
-@pytest.mark.parametrize("row", [pytest.param("L07", id="L07")])
+@pytest.mark.parametrize("row", [pytest.param("X11", id="X11")])
 def test_an_unknown_topology_is_refused(tmp_path, data, row):
     assert row and topology.resolve("mesh", names(2), {}, data) == (
         None, ["cluster_fabric_topology: 'mesh' is not one of auto, direct, ring, switch"])
@@ -208,3 +208,52 @@ def test_a_declared_topology_is_checked_against_the_links(tmp_path, data):
     hosts = cluster(tmp_path, 3, all={"cabled": "both"})
     assert topology.resolve("switch", names(3), hosts, data) == ("switch", [])
     assert [e.split(":")[0] for e in topology.check("switch", names(3), hosts, data)] == names(3)
+
+
+# ------------------------------------------------------------------------------------------ the whole plan
+
+def spec_of(hosts, addresses=None):
+    return dict((h, {"interface": "", "address": (addresses or {}).get(h, ""), "fabric": f}) for h, f in hosts.items())
+
+
+def test_plan_cluster_two_nodes_is_todays_plan(tmp_path, data):
+    hosts = cluster(tmp_path, 2)
+    spec = dict((h, {"interface": "enp1s0f1np1", "address": "192.168.100.1%d" % i, "fabric": hosts[h]})
+                for i, h in enumerate(names(2), 1))
+    res = topology.plan_cluster(spec, names(2), "auto", data, "static", "192.168.100.0/24")
+    today = fabric_addr.plan(spec, "static", "192.168.100.0/24", 9000)
+    assert res["topology"] == "direct" and res["links"] == [] and res["env"] == {"spark-1": {}, "spark-2": {}}
+    assert dict((k, res[k]) for k in today) == today
+
+
+def test_plan_cluster_ring_of_three_renders_four_addresses_a_host(tmp_path, data):
+    hosts = cluster(tmp_path, 3, all={"cabled": "both"})
+    res = topology.plan_cluster(spec_of(hosts), names(3), "auto", data, "static", "10.20.0.0/21")
+    assert res["errors"] == [] and res["topology"] == "ring" and len(res["links"]) == 6
+    part = res["hosts"]["spark-2"]
+    assert part["interface"] == "enp1s0f0np0" and part["mtu"] == 9000
+    assert part["addresses"] == {"enp1s0f0np0": "10.20.2.1/24", "enP2p1s0f0np0": "10.20.3.1/24",
+                                 "enp1s0f1np1": "10.20.0.2/24", "enP2p1s0f1np1": "10.20.1.2/24"}
+    text = fabric_addr.render_netplan(part)
+    for name, address in part["addresses"].items():
+        assert "    %s:\n      dhcp4: false\n      dhcp6: false\n      link-local: []\n      addresses:\n        - %s\n" % (
+            name, address) in text
+    assert res["env"]["spark-2"]["NCCL_IB_SUBNET_AWARE_ROUTING"] == "1"
+
+
+def test_plan_cluster_refuses_a_ring_before_addressing_it(tmp_path, data):
+    hosts = cluster(tmp_path, 3, all={"cabled": "both"}, **{"spark-3": {"cabled": "f0"}})
+    res = topology.plan_cluster(spec_of(hosts), names(3), "ring", data, "static", "10.20.0.0/21")
+    assert res["hosts"] == {} and res["links"] == [] and res["env"] == {}
+    assert res["errors"] == ["spark-3: only port 0 (enp1s0f0np0 / enP2p1s0f0np0) has a link, the ring does not close: "
+                             "a ring needs both ports cabled, port 0 to the next node's port 1 and port 1 to the "
+                             "previous node's port 0"]
+    assert topology.plan_cluster(spec_of(cluster(tmp_path / "b", 3, all={"cabled": "both"})), names(3), "ring", data,
+                                 "link-local")["errors"] == [
+        "a ring is addressed a subnet per cable (cluster_fabric_mode static), not link-local"]
+
+
+def test_render_netplan_without_addresses_is_unchanged():
+    entry = {"interface": "enp1s0f1np1", "twins": ["enP2p1s0f1np1"], "address": "192.168.100.11/24",
+             "link_local": False, "mtu": 9000}
+    assert fabric_addr.render_netplan(dict(entry, addresses={})) == fabric_addr.render_netplan(entry)
