@@ -259,8 +259,8 @@ def test_cluster_fabric_ring_of_three(tmp_path):
     text = (roots["r2"] / "etc" / "netplan" / "40-sparkforge-fabric.yaml").read_text()
     for name, address in (("enp1s0f0np0", "10.20.2.1/24"), ("enP2p1s0f0np0", "10.20.3.1/24"),
                           ("enp1s0f1np1", "10.20.0.2/24"), ("enP2p1s0f1np1", "10.20.1.2/24")):
-        assert "    %s:\n      dhcp4: false\n      dhcp6: false\n      link-local: []\n      addresses:\n        - %s\n" % (
-            name, address) in text, text
+        stanza = "    %s:\n      dhcp4: false\n      dhcp6: false\n      link-local: []\n      addresses:\n"
+        assert stanza % name + "        - %s\n" % address in text, text
     rc, out = run()
     assert rc == 0 and "changed=0" in out, out[-4000:]
 

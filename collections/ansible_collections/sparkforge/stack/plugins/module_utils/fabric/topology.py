@@ -111,10 +111,11 @@ def check(topology, order, hosts, data):
         for port in linked[host]:
             want = rated.get(port.get("link_layer"))
             if want and port.get("link_gbps") and port["link_gbps"] < want:
+                # NVIDIA: a switch port may not auto-negotiate 200G; it is then set by hand, auto-negotiation off.
+                hint = (", and set the switch port to %gG with auto-negotiation off (for example %gG-baseCR4)"
+                        % (want, want)) if topology == "switch" else ""
                 errors.append("%s: %s links at %g Gb/s, below its rated %g Gb/s: use a QSFP112 cable rated for %g "
-                              "Gb/s%s" % (host, port_label(port), port["link_gbps"], want, want,
-                                          ", and set the switch port to %g Gb/s (check auto-negotiation and FEC)"
-                                          % want if topology == "switch" else ""))
+                              "Gb/s%s" % (host, port_label(port), port["link_gbps"], want, want, hint))
     return errors
 
 
@@ -258,9 +259,10 @@ def plan_cluster(hosts, order, requested, data, mode="static", subnet=None, mtu=
                 netdevs = [n for p in ports for n in p["netdevs"]]
                 if not netdevs:
                     continue
-                result["hosts"][host] = {
-                    "interface": netdevs[0], "twins": netdevs[1:], "address": None, "addresses": addresses.get(host, {}),
-                    "link_local": False, "mtu": mtu, "hcas": [f["hca"] for p in ports for f in p["functions"] if f["up"]]}
+                hcas = [f["hca"] for p in ports for f in p["functions"] if f["up"]]
+                result["hosts"][host] = {"interface": netdevs[0], "twins": netdevs[1:], "address": None,
+                                         "addresses": addresses.get(host, {}), "link_local": False, "mtu": mtu,
+                                         "hcas": hcas}
     else:
         result = fabric_addr.plan(hosts, mode, subnet, mtu)
     result["errors"] = errors + result["errors"]

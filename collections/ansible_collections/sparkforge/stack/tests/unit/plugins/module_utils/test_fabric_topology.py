@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from ansible_collections.sparkforge.stack.plugins.module_utils.fabric import fabric, fabric_addr, topology
+from ansible_collections.sparkforge.stack.plugins.module_utils.plan import validate
 
 sys.path.insert(0, os.path.dirname(__file__))
 import fabric_trees  # noqa: E402  pylint: disable=wrong-import-position
@@ -177,7 +178,8 @@ def test_a_link_below_its_rated_speed_is_refused(tmp_path, data, row, kind, n, s
     hosts = cluster(tmp_path, n, all=base, **{slow_host: dict(base, **tree)})
     errors = topology.check(kind, names(n), hosts, data)
     port = "port 1 (enp1s0f1np1 / enP2p1s0f1np1)" if kind == "switch" else "port 0 (enp1s0f0np0 / enP2p1s0f0np0)"
-    hint = ", and set the switch port to 200 Gb/s (check auto-negotiation and FEC)" if kind == "switch" else ""
+    hint = ", and set the switch port to 200G with auto-negotiation off (for example 200G-baseCR4)" \
+        if kind == "switch" else ""
     assert row and errors == ["%s: %s links at 100 Gb/s, below its rated 200 Gb/s: use a QSFP112 cable rated for "
                               "200 Gb/s%s" % (slow_host, port, hint)]
 
@@ -193,8 +195,13 @@ def test_a_direct_link_below_its_rated_speed_is_refused(tmp_path, data):
 
 @pytest.mark.parametrize("row", [pytest.param("X11", id="X11")])
 def test_an_unknown_topology_is_refused(tmp_path, data, row):
-    assert row and topology.resolve("mesh", names(2), {}, data) == (
-        None, ["cluster_fabric_topology: 'mesh' is not one of auto, direct, ring, switch"])
+    message = "cluster_fabric_topology: 'mesh' is not one of auto, direct, ring, switch"
+    assert row and topology.resolve("mesh", names(2), {}, data) == (None, [message])
+    # The preflight's validator says the same from the role's argument_specs, before any task.
+    with open(os.path.join(os.path.dirname(MANIFEST), "..", "..", "..", "cluster_fabric", "meta",
+                           "argument_specs.yml")) as handle:
+        specs = validate.specs_from_argument_specs([yaml.safe_load(handle)])
+    assert message in str(validate.check({"cluster_fabric_topology": "mesh"}, specs))
 
 
 def test_auto_without_the_hosts_fabric_asks_for_a_declaration(data):
@@ -236,8 +243,8 @@ def test_plan_cluster_ring_of_three_renders_four_addresses_a_host(tmp_path, data
                                  "enp1s0f1np1": "10.20.0.2/24", "enP2p1s0f1np1": "10.20.1.2/24"}
     text = fabric_addr.render_netplan(part)
     for name, address in part["addresses"].items():
-        assert "    %s:\n      dhcp4: false\n      dhcp6: false\n      link-local: []\n      addresses:\n        - %s\n" % (
-            name, address) in text
+        stanza = "    %s:\n      dhcp4: false\n      dhcp6: false\n      link-local: []\n      addresses:\n"
+        assert stanza % name + "        - %s\n" % address in text
     assert res["env"]["spark-2"]["NCCL_IB_SUBNET_AWARE_ROUTING"] == "1"
 
 
