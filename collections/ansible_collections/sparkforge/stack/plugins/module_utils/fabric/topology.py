@@ -57,6 +57,9 @@ def recognise(hosts):
     whatever they have linked; more nodes with one linked port each are a switch, with both each a ring."""
     if len(hosts) == 2:
         return "direct", []
+    # InfiniBand has no switchless ring: HCAs on IB (a GH200's compute and storage rails) are a switched fabric.
+    if any(p.get("link_layer") == "InfiniBand" for f in hosts.values() for p in fabric_ports(f)):
+        return "switch", []
     counts = dict((h, len(fabric_ports(f))) for h, f in hosts.items())
     if counts and all(c == 2 for c in counts.values()):
         return "ring", []
@@ -92,7 +95,8 @@ def check(topology, order, hosts, data):
     if spec.get("same_port"):
         numbers = {}
         for host in order:
-            ports = linked[host]
+            # A Spark's QSFP ports (RoCE); InfiniBand rails are the HCAs' own and several may be linked.
+            ports = [p for p in linked[host] if p.get("link_layer") != "InfiniBand"]
             if len(ports) > 1:
                 errors.append("%s: %s have links; through a switch each node has one cable, on the same port as the "
                               "others: unplug one" % (host, " and ".join(port_label(p) for p in ports)))

@@ -167,6 +167,17 @@ def test_a_switch_node_with_two_cables_is_refused(tmp_path, data):
         "switch each node has one cable, on the same port as the others: unplug one"]
 
 
+def test_gh200s_on_infiniband_are_a_switch_whatever_rails_are_linked(tmp_path, data):
+    hosts = {}
+    for i in range(1, 4):
+        sysfs, proc = str(tmp_path / ("gh-%d" % i)), str(tmp_path / ("gh-%d-proc" % i))
+        fabric_trees.gh200(sysfs, proc, hcas=2)
+        hosts["gh-%d" % i] = fabric.gather(sysfs, proc)
+    order = ["gh-1", "gh-2", "gh-3"]
+    assert topology.resolve("auto", order, hosts, data) == ("switch", [])
+    assert topology.check("switch", order, hosts, data) == []
+
+
 # ------------------------------------------------------------------------------------------ speed
 
 @pytest.mark.parametrize("row, kind, n, slow_host, tree", [
