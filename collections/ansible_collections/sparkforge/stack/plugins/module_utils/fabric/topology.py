@@ -206,7 +206,9 @@ def nccl_env(topology, order, hosts, data, host, nccl_version=None):
     extra = by_nodes.get(len(order), by_nodes.get(str(len(order)))) or {}
     env.update(dict((k, str(v)) for k, v in extra.items()))
     want = spec.get("min_nccl")
-    if want and nccl_version and _version(nccl_version) < _version(want):
+    if nccl_version and not _version(nccl_version):
+        errors.append("cluster_fabric_nccl_version %r is not a version like 2.30.7" % nccl_version)
+    elif want and nccl_version and _version(nccl_version) < _version(want):
         errors.append("%s: NCCL %s is older than the %s needs (%s or later, for %s)" % (
             host, nccl_version, topology, want, ", ".join(sorted(spec.get("env") or {})) or "its variables"))
     return env, notes, errors

@@ -106,6 +106,9 @@ def test_a_ring_refuses_an_nccl_older_than_its_routing(tmp_path, data):
     _env, _notes, errors = topology.nccl_env("ring", names(3), hosts, data, "spark-2", nccl_version="2.28.9-1")
     assert errors == ["spark-2: NCCL 2.28.9-1 is older than the ring needs (2.30.7 or later, for "
                       "NCCL_IB_SUBNET_AWARE_ROUTING, NCCL_NET_PLUGIN)"]
+    assert topology.nccl_env("ring", names(3), hosts, data, "spark-2", nccl_version="latest")[2] == [
+        "cluster_fabric_nccl_version 'latest' is not a version like 2.30.7"]
+    assert topology.nccl_env("ring", names(3), hosts, data, "spark-2", nccl_version="2.30.7-1")[2] == []
 
 
 @pytest.mark.parametrize("row", [pytest.param("X05", id="X05")])
