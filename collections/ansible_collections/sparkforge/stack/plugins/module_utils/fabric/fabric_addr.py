@@ -37,7 +37,7 @@ def _port_names(port):
     return " / ".join(port["netdevs"]) or " / ".join(port["hcas"])
 
 
-def _unnamed_hint(facts):
+def unnamed_hint(facts):
     """Why a host has no fabric interface when none was named: no port has a link (and where the cable
     goes), several have one (name one), or - without the host's fabric - only that none was named."""
     if facts is None:
@@ -85,7 +85,7 @@ def plan(hosts, mode="static", subnet=None, mtu=9000):
         iface = spec.get("interface")
         facts = spec.get("fabric")
         if not iface:
-            errors.append("%s: %s" % (host, _unnamed_hint(facts)))
+            errors.append("%s: %s" % (host, unnamed_hint(facts)))
             continue
         entry = {"interface": iface, "twins": [], "address": None, "link_local": mode == "link-local",
                  "hcas": [], "mtu": None}

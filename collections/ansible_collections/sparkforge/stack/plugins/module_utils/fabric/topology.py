@@ -247,6 +247,9 @@ def plan_cluster(hosts, order, requested, data, mode="static", subnet=None, mtu=
     facts = dict((h, (hosts.get(h) or {}).get("fabric")) for h in order)
     chosen, errors = resolve(requested, order, facts, data)
     if chosen is None:
+        # A node with no link at all is told where the cable goes, as in a two-node cluster.
+        errors += ["%s: %s" % (h, fabric_addr.unnamed_hint(facts[h])) for h in order
+                   if facts.get(h) is not None and not fabric_ports(facts[h])]
         return {"hosts": {}, "mtu": None, "errors": errors, "notes": [], "topology": None, "links": [], "env": {}}
     spec = _data(data, chosen)
     if all(facts.get(h) is not None for h in order):

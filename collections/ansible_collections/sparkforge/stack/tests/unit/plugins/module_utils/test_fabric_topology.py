@@ -274,6 +274,15 @@ def test_plan_cluster_refuses_a_ring_before_addressing_it(tmp_path, data):
         "a ring is addressed a subnet per cable (cluster_fabric_mode static), not link-local"]
 
 
+def test_plan_cluster_names_the_node_without_a_link(tmp_path, data):
+    hosts = cluster(tmp_path, 3, **{"spark-3": {"cabled": None}})
+    errors = topology.plan_cluster(spec_of(hosts), names(3), "auto", data, "static", "192.168.100.0/24")["errors"]
+    assert errors[0].startswith("the links do not say one topology (spark-3: 0 ports linked; spark-1, spark-2: 1 port")
+    assert errors[1] == ("spark-3: no port has a link: plug the cable into a fabric port - the port of enp1s0f0np0 / "
+                         "enP2p1s0f0np0 or the port of enp1s0f1np1 / enP2p1s0f1np1 - or name the fabric interface "
+                         "(sparkforge_fabric_interface)")
+
+
 def test_render_netplan_without_addresses_is_unchanged():
     entry = {"interface": "enp1s0f1np1", "twins": ["enP2p1s0f1np1"], "address": "192.168.100.11/24",
              "link_local": False, "mtu": 9000}
