@@ -306,3 +306,14 @@ def test_cluster_fabric_topology_refusals_change_nothing(tmp_path):
     for row in ("X05", "X06"):
         assert rows[row] in flat, (row, out[-4000:])
     assert _snapshot(tmp_path) == before
+
+
+def test_fabric_plan_refuses_topology_data_without_the_topology():
+    """A manifest override that drops a topology is refused by name, not a traceback."""
+    hosts = {"a": {"interface": "enp1s0f1np1", "address": "192.168.100.11"},
+             "b": {"interface": "enp1s0f1np1", "address": "192.168.100.12"}}
+    res, rc = run_module("fabric_plan", {"hosts": hosts, "subnet": "192.168.100.0/24", "topology": "ring",
+                                         "topologies": {"direct": {"nodes": {"min": 2, "max": 2}}}})
+    assert rc != 0 and res["msg"] == ("the cluster's fabric cannot be configured, nothing changed: the manifest has no "
+                                      "topology 'ring' (sparkforge_fabric_topologies: direct)"), res
+    assert res["changed"] is False

@@ -140,7 +140,7 @@ torchrun:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.sparkforge.stack.plugins.module_utils.fabric import fabric_addr, topology
+from ansible_collections.sparkforge.stack.plugins.module_utils.fabric import fabric, fabric_addr, topology
 
 
 def main():
@@ -165,8 +165,11 @@ def main():
         result = fabric_addr.plan(p["hosts"], p["mode"], p["subnet"], p["mtu"] or 9000)
         result.update(topology=None, links=[], env={})
     else:
-        result = topology.plan_cluster(p["hosts"], ranks, p["topology"], p["topologies"], p["mode"], p["subnet"],
-                                       p["mtu"], p["nccl_version"])
+        try:
+            result = topology.plan_cluster(p["hosts"], ranks, p["topology"], p["topologies"], p["mode"], p["subnet"],
+                                           p["mtu"], p["nccl_version"])
+        except fabric.FabricError as exc:
+            module.fail_json(msg="the cluster's fabric cannot be configured, nothing changed: %s" % exc, changed=False)
     order = [h for h in ranks if h in result["hosts"]]
     addresses = [result["hosts"][h]["address"].split("/")[0] for h in order if result["hosts"][h]["address"]]
     complete = len(addresses) == len(order) and order
