@@ -162,17 +162,18 @@ def _snapshot(*dirs):
     return seen
 
 
-def fabric_cluster(tmp_path, report_dir, trees=None):
-    """Two local hosts a and b (DGX Spark trees, f1 cabled unless trees says otherwise) and a play with the
-    cluster_fabric role; returns (run(*args) -> (rc, output), the hosts' roots)."""
+def fabric_cluster(tmp_path, report_dir, trees=None, names=("a", "b"), subnet="192.168.100.0/24", extra=(),
+                   show_env=False):
+    """Local hosts (a and b unless names says others; DGX Spark trees, f1 cabled unless trees says otherwise) and
+    a play with the cluster_fabric role; returns (run(*args) -> (rc, output), the hosts' roots)."""
     import subprocess
     from helpers import REPO
     roots = {}
-    lines = ["all:", "  vars:", "    cluster_fabric_subnet: 192.168.100.0/24",
+    lines = ["all:", "  vars:", "    cluster_fabric_subnet: %s" % subnet] + ["    %s" % e for e in extra] + [
              "    cluster_fabric_generate_command: ['true']", "    cluster_fabric_apply_command: ['true']",
              "    cluster_fabric_confirm_timeout: 0", "    cluster_fabric_report_dir: %s" % report_dir,
              "    ansible_connection: local", "    ansible_python_interpreter: %s" % sys.executable, "  hosts:"]
-    for i, name in enumerate(("a", "b")):
+    for i, name in enumerate(names):
         sysfs, proc = spark(tmp_path, "sys-" + name, **((trees or {}).get(name) or {}))
         roots[name] = tmp_path / ("root-" + name)
         roots[name].mkdir()
@@ -181,7 +182,10 @@ def fabric_cluster(tmp_path, report_dir, trees=None):
                   "      cluster_fabric_root: %s" % roots[name]]
     (tmp_path / "hosts.yml").write_text("\n".join(lines) + "\n")
     (tmp_path / "play.yml").write_text("- hosts: all\n  gather_facts: false\n  any_errors_fatal: true\n"
-                                       "  roles:\n    - role: sparkforge.stack.cluster_fabric\n")
+                                       "  roles:\n    - role: sparkforge.stack.cluster_fabric\n"
+                                       + ("  post_tasks:\n    - name: The published variables\n"
+                                          "      ansible.builtin.debug:\n        var: sparkforge_fabric_env\n"
+                                          if show_env else ""))
     env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"), ANSIBLE_NOCOLOR="1")
 
     def run(*args):
@@ -241,3 +245,75 @@ def test_cluster_fabric_refusals_change_nothing(tmp_path):
     for row in ("X02", "X04"):
         assert rows[row] in flat, (row, out[-4000:])
     assert _snapshot(tmp_path) == before
+
+
+def test_cluster_fabric_ring_of_three(tmp_path):
+    """Issue 36 item 1: three Sparks with both ports linked are recognised as a ring (cluster_fabric_topology auto);
+    --check changes nothing, the run writes each host a drop-in with an address on every linked function (a /24 per
+    cable and twin, cut from cluster_fabric_subnet), a rerun changes nothing."""
+    reports = tmp_path / "reports"
+    run, roots = fabric_cluster(tmp_path, reports, names=("r1", "r2", "r3"), subnet="10.20.0.0/21", show_env=True,
+                                trees=dict((n, {"cabled": "both"}) for n in ("r1", "r2", "r3")))
+    before = _snapshot(reports, *roots.values())
+    rc, out = run("--check")
+    assert rc == 0, out[-4000:]
+    assert _snapshot(reports, *roots.values()) == before
+    rc, out = run()
+    assert rc == 0, out[-4000:]
+    text = (roots["r2"] / "etc" / "netplan" / "40-sparkforge-fabric.yaml").read_text()
+    for name, address in (("enp1s0f0np0", "10.20.2.1/24"), ("enP2p1s0f0np0", "10.20.3.1/24"),
+                          ("enp1s0f1np1", "10.20.0.2/24"), ("enP2p1s0f1np1", "10.20.1.2/24")):
+        stanza = "    %s:\n      dhcp4: false\n      dhcp6: false\n      link-local: []\n      addresses:\n"
+        assert stanza % name + "        - %s\n" % address in text, text
+    # The ring's variables over the port's own: all four functions, the management bootstrap, the manifest's two.
+    # (ansible.cfg's yaml result format; quotes dropped, whichever the dumper chose)
+    flat = " ".join(out.replace("'", "").replace('"', "").split())
+    for pair in ("NCCL_IB_HCA: =rocep1s0f0:1,roceP2p1s0f0:1,rocep1s0f1:1,roceP2p1s0f1:1",
+                 "NCCL_SOCKET_IFNAME: =enP7s7", "NCCL_IB_SUBNET_AWARE_ROUTING: 1", "NCCL_NET_PLUGIN: none"):
+        assert flat.count(pair) == 3, (pair, out[-4000:])
+    rc, out = run()
+    assert rc == 0 and "changed=0" in out, out[-4000:]
+
+
+def test_cluster_fabric_topology_refusals_change_nothing(tmp_path):
+    """Rows X08 and X09 of docs/bad-inputs.md in one run each of --check and the real run (a switch of three: one node
+    cabled to port 0, one linked at 100 Gb/s), then X05 (a ring whose links do not close) and X06 (a ring of five):
+    exit code 2, every row's message, no file changed on any host or on the controller."""
+    rows = {"X08": "s2: cabled to port 0, the other nodes to port 1: move its cable to port 1",
+            "X09": "s3: port 1 (enp1s0f1np1 / enP2p1s0f1np1) links at 100 Gb/s, below its rated 200 Gb/s",
+            "X05": "r2: only port 1 (enp1s0f1np1 / enP2p1s0f1np1) has a link, the ring does not close",
+            "X06": "a ring takes 3 to 4 nodes, the cluster has 5"}
+    run, _ = fabric_cluster(tmp_path, tmp_path / "reports", names=("s1", "s2", "s3"),
+                            trees={"s2": {"cabled": "f0"}, "s3": {"slow": ("f1",)}})
+    before = _snapshot(tmp_path)
+    for args in (("--check",), ()):
+        rc, out = run(*args)
+        assert rc == 2, out[-4000:]
+        flat = " ".join(out.split())
+        for row in ("X08", "X09"):
+            assert rows[row] in flat, (row, out[-4000:])
+        assert _snapshot(tmp_path) == before
+    other = tmp_path / "ring"
+    other.mkdir()
+    ring = ("r1", "r2", "r3", "r4", "r5")
+    run, _ = fabric_cluster(other, other / "reports", names=ring, subnet="10.20.0.0/20",
+                            extra=["cluster_fabric_topology: ring"],
+                            trees=dict((n, {"cabled": "f1" if n == "r2" else "both"}) for n in ring))
+    before = _snapshot(tmp_path)
+    rc, out = run()
+    assert rc == 2, out[-4000:]
+    flat = " ".join(out.split())
+    for row in ("X05", "X06"):
+        assert rows[row] in flat, (row, out[-4000:])
+    assert _snapshot(tmp_path) == before
+
+
+def test_fabric_plan_refuses_topology_data_without_the_topology():
+    """A manifest override that drops a topology is refused by name, not a traceback."""
+    hosts = {"a": {"interface": "enp1s0f1np1", "address": "192.168.100.11"},
+             "b": {"interface": "enp1s0f1np1", "address": "192.168.100.12"}}
+    res, rc = run_module("fabric_plan", {"hosts": hosts, "subnet": "192.168.100.0/24", "topology": "ring",
+                                         "topologies": {"direct": {"nodes": {"min": 2, "max": 2}}}})
+    assert rc != 0 and res["msg"] == ("the cluster's fabric cannot be configured, nothing changed: the manifest has no "
+                                      "topology 'ring' (sparkforge_fabric_topologies: direct)"), res
+    assert res["changed"] is False

@@ -51,6 +51,12 @@ options:
   address:
     description: The interface's address with its prefix (C(192.168.100.11/24)); omit for IPv4 link-local.
     type: str
+  addresses:
+    description:
+      - An address with its prefix for each of O(interface) and O(twins) that gets one (a ring's host has one on every
+        linked function, a subnet per cable and twin); overrides O(address) for the interfaces it names.
+    type: dict
+    default: {}
   mtu:
     description: The MTU of the interface and its twins (9000 where every peer agrees); omit to leave it alone.
     type: int
@@ -171,6 +177,7 @@ def main():
             interface=dict(type="str"),
             twins=dict(type="list", elements="str", default=[]),
             address=dict(type="str"),
+            addresses=dict(type="dict", default={}),
             mtu=dict(type="int"),
             keep_interfaces=dict(type="list", elements="str", default=[]),
             keep_address=dict(type="str"),
@@ -203,8 +210,12 @@ def main():
         if missing:
             module.fail_json(msg="interface %s does not exist on this host (netdevs: %s): nothing changed" % (
                 ", ".join(missing), ", ".join(sorted(netdevs)) or "none"), **base)
+        stray = sorted(n for n in p["addresses"] if n not in names)
+        if stray:
+            module.fail_json(msg="addresses names %s, not the interface or one of its twins (%s): nothing changed"
+                             % (", ".join(stray), ", ".join(names)), **base)
         entry = {"interface": p["interface"], "twins": p["twins"], "address": p["address"],
-                 "link_local": not p["address"], "mtu": p["mtu"]}
+                 "addresses": p["addresses"], "link_local": not (p["address"] or p["addresses"]), "mtu": p["mtu"]}
         text = fabric_addr.render_netplan(entry)
         base["content"] = text
     else:

@@ -43,9 +43,28 @@ options:
     description: The cluster subnet for C(static) (C(192.168.100.0/24)).
     type: str
   mtu:
-    description: The MTU a host gets unless it asks for another; the cluster uses the smallest asked for.
+    description:
+      - The MTU a host gets unless it asks for another; the cluster uses the smallest asked for. Omitted with
+        O(topologies), the topology's MTU; otherwise 9000.
     type: int
-    default: 9000
+  topology:
+    description:
+      - C(direct) (two nodes, one cable), C(ring) (three or four nodes, both ports, a subnet per cable and twin),
+        C(switch) (any number of nodes, one subnet, the same port on every node), or C(auto) to recognise it from
+        which ports have links. Checked against every host's links before any change with O(topologies) - a ring
+        that does not close, a switch node cabled to another port, a link below its rated speed are refused,
+        naming the host and what to do.
+    type: str
+    choices: [auto, direct, ring, switch]
+    default: direct
+  topologies:
+    description:
+      - The topologies' data (the manifest's C(sparkforge_fabric_topologies)) - node counts, addressing, MTU,
+        NCCL variables, rated link speeds. Without it the plan is the two-node one, no topology checked.
+    type: dict
+  nccl_version:
+    description: The hosts' NCCL version, refused when older than the topology needs (a ring's C(min_nccl)).
+    type: str
   slots:
     description: MPI slots (GPUs) per host in the hostfile.
     type: int
@@ -93,6 +112,21 @@ errors:
   returned: always
   type: list
   elements: str
+topology:
+  description: The topology planned (declared or recognised); null without O(topologies) or when none could be said.
+  returned: always
+  type: str
+links:
+  description: A ring's cables, one per twin - subnet, and each end's host, interface and address.
+  returned: always
+  type: list
+  elements: dict
+env:
+  description:
+    - Per host, the NCCL variables the topology puts over the port's own (a ring's whole set; the manifest's additions
+      for direct and switch).
+  returned: always
+  type: dict
 hostfile:
   description: An Open MPI hostfile over the fabric addresses (static mode).
   returned: always
@@ -106,7 +140,7 @@ torchrun:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.sparkforge.stack.plugins.module_utils.fabric import fabric_addr
+from ansible_collections.sparkforge.stack.plugins.module_utils.fabric import fabric, fabric_addr, topology
 
 
 def main():
@@ -116,15 +150,27 @@ def main():
             order=dict(type="list", elements="str"),
             mode=dict(type="str", choices=["static", "link-local"], default="static"),
             subnet=dict(type="str"),
-            mtu=dict(type="int", default=9000),
+            mtu=dict(type="int"),
+            topology=dict(type="str", choices=list(topology.CHOICES), default="direct"),
+            topologies=dict(type="dict"),
+            nccl_version=dict(type="str"),
             slots=dict(type="int", default=1),
             report_dir=dict(type="path"),
         ),
         supports_check_mode=True,
     )
     p = module.params
-    result = fabric_addr.plan(p["hosts"], p["mode"], p["subnet"], p["mtu"])
-    order = [h for h in (p["order"] or sorted(p["hosts"])) if h in result["hosts"]]
+    ranks = p["order"] or sorted(p["hosts"])
+    if p["topologies"] is None:
+        result = fabric_addr.plan(p["hosts"], p["mode"], p["subnet"], p["mtu"] or 9000)
+        result.update(topology=None, links=[], env={})
+    else:
+        try:
+            result = topology.plan_cluster(p["hosts"], ranks, p["topology"], p["topologies"], p["mode"], p["subnet"],
+                                           p["mtu"], p["nccl_version"])
+        except fabric.FabricError as exc:
+            module.fail_json(msg="the cluster's fabric cannot be configured, nothing changed: %s" % exc, changed=False)
+    order = [h for h in ranks if h in result["hosts"]]
     addresses = [result["hosts"][h]["address"].split("/")[0] for h in order if result["hosts"][h]["address"]]
     complete = len(addresses) == len(order) and order
     result["hostfile"] = fabric_addr.hostfile(addresses, p["slots"]) if complete else ""

@@ -37,7 +37,7 @@ def _port_names(port):
     return " / ".join(port["netdevs"]) or " / ".join(port["hcas"])
 
 
-def _unnamed_hint(facts):
+def unnamed_hint(facts):
     """Why a host has no fabric interface when none was named: no port has a link (and where the cable
     goes), several have one (name one), or - without the host's fabric - only that none was named."""
     if facts is None:
@@ -85,7 +85,7 @@ def plan(hosts, mode="static", subnet=None, mtu=9000):
         iface = spec.get("interface")
         facts = spec.get("fabric")
         if not iface:
-            errors.append("%s: %s" % (host, _unnamed_hint(facts)))
+            errors.append("%s: %s" % (host, unnamed_hint(facts)))
             continue
         entry = {"interface": iface, "twins": [], "address": None, "link_local": mode == "link-local",
                  "hcas": [], "mtu": None}
@@ -175,18 +175,21 @@ def report_dir_problem(path, variable="cluster_fabric_report_dir"):
 
 def render_netplan(entry, comment="Written by sparkforge (fabric_netplan): the fabric between the cluster's hosts."):
     """The netplan drop-in of one host: the fabric interface with its address (or IPv4 link-local),
-    its twins with the same MTU and no address; DHCP off on all of them."""
+    its twins with the same MTU and no address; DHCP off on all of them. A ring's host has an address on
+    every linked function (entry["addresses"]: {interface: address/prefix}, a subnet per cable and twin)."""
     lines = ["# " + c for c in comment.splitlines()]
     lines += ["network:", "  version: 2", "  ethernets:"]
+    per_interface = entry.get("addresses") or {}
     for name in [entry["interface"]] + list(entry.get("twins") or []):
         primary = name == entry["interface"]
+        address = per_interface.get(name) or (entry.get("address") if primary else None)
         lines += ["    %s:" % name, "      dhcp4: false", "      dhcp6: false"]
         if primary and entry.get("link_local"):
             lines.append("      link-local: [ipv4]")
         else:
             lines.append("      link-local: []")
-        if primary and entry.get("address"):
-            lines += ["      addresses:", "        - %s" % entry["address"]]
+        if address:
+            lines += ["      addresses:", "        - %s" % address]
         if entry.get("mtu"):
             lines.append("      mtu: %d" % int(entry["mtu"]))
     return "\n".join(lines) + "\n"

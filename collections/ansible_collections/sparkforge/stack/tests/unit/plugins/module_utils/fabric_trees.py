@@ -98,15 +98,17 @@ def write_route(proc_root, default_if="enP7s7", others=()):
     _w(os.path.join(proc_root, "net", "route"), "\n".join(lines))
 
 
-def spark(root, proc_root=None, cabled="f1", both_functions=True, ipv4=None, mtu=1500):
+def spark(root, proc_root=None, cabled="f1", both_functions=True, ipv4=None, mtu=1500, speed=200000, slow=()):
     """A DGX Spark: ports f0 and f1, each twin in domains 0000 and 0002; `cabled` ("f0", "f1", "both" or
-    None) has a link on both functions (or only domain 0000's with both_functions=False)."""
+    None) has a link on both functions (or only domain 0000's with both_functions=False). Each linked function
+    reports `speed` Mb/s; the ports named in `slow` ("f0", "f1") report 100000 (a link below its rated 200G)."""
     for fn in (0, 1):
         for domain, prefix, rprefix in (("0000", "enp1s0", "rocep1s0"), ("0002", "enP2p1s0", "roceP2p1s0")):
             up = cabled in ("f%d" % fn, "both") and (both_functions or domain == "0000")
             netdev = "%sf%dnp%d" % (prefix, fn, fn)
             add_function(root, "%s:01:00.%d" % (domain, fn), "mlx5_core", netdev=netdev,
                          rdma="%sf%d" % (rprefix, fn), up=up, mtu=mtu,
+                         speed=100000 if "f%d" % fn in slow else speed,
                          mac="3c:6d:66:00:%02x:%02x" % (int(domain), fn),
                          gids=roce_gids(int(domain) * 16 + fn, ipv4 if up else None),
                          sys_image_guid="3c6d:6603:0000:0001",
