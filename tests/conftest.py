@@ -3,7 +3,15 @@ import sys
 import time
 import uuid
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+TESTS = os.path.dirname(os.path.abspath(__file__))
+# The tests by kind (tests/integration, tests/e2e, the collection's tests/unit/plugins/modules) import the
+# helpers, readme, testbed and fixtures of this folder, and a few import a sibling test's helpers by module
+# name (test_check_mode_local's stand-in host, test_pytorch_roles' run_play, test_sources_preflight's checks).
+MODULE_TESTS = os.path.join(os.path.dirname(TESTS), "collections", "ansible_collections", "sparkforge", "stack",
+                            "tests", "unit", "plugins", "modules")
+for place in reversed([TESTS, os.path.join(TESTS, "integration"), os.path.join(TESTS, "e2e"), MODULE_TESTS]):
+    if place not in sys.path:
+        sys.path.insert(0, place)
 
 # tests/fixtures holds stand-in source trees, some with their own test suites (the PyTorch
 # fixture's test/ for the acceptance tests): data for the tests here, not tests to collect.
@@ -71,7 +79,7 @@ def pytest_sessionfinish(session, exitstatus):
 # and the images), and the long runs that the quick lane (scripts/test quick) leaves to the full suite.
 TESTBED = {"test_api_container", "test_cuda_cusparselt_repo", "test_cuda_roles", "test_fleet_rollout",
            "test_journey", "test_offline_bundle", "test_xhost_containers"}
-FULL = (TESTBED - {"test_journey"}) | {"test_pytorch_roles", "test_ml_packages", "test_reproducible"}
+FULL = (TESTBED - {"test_journey"}) | {"test_pytorch_roles", "test_ml_packages_module", "test_reproducible"}
 
 
 def pytest_collection_modifyitems(config, items):

@@ -13,7 +13,7 @@ import re
 import subprocess
 
 import readme
-from helpers import REPO
+from helpers import COLLECTION, REPO
 
 TESTS = os.path.join(REPO, "tests")
 README_LIMIT = 200
@@ -28,7 +28,9 @@ def documents():
 def reader_calls():
     """Every (file:line, document, heading) the tests read through readme.commands / readme.command."""
     calls, unreadable = [], []
-    for path in sorted(glob.glob(os.path.join(TESTS, "**", "*.py"), recursive=True)):
+    # The tests here and the collection's unit tests (the module tests moved there, issue 34 item 6).
+    for path in sorted(glob.glob(os.path.join(TESTS, "**", "*.py"), recursive=True)
+                       + glob.glob(os.path.join(COLLECTION, "tests", "unit", "**", "*.py"), recursive=True)):
         with open(path) as handle:
             tree = ast.parse(handle.read(), path)
         for node in ast.walk(tree):

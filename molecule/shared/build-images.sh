@@ -15,7 +15,7 @@ SUITE=bookworm
 # What every host needs for Ansible and for the stack's build fixtures.  The roles still
 # install what they need themselves; having it here only saves emulated minutes.
 PACKAGES=python3,python3-apt,python3-venv,python3-dev,ca-certificates,gnupg,git,procps,gcc,g++,make,cmake,ninja-build,xz-utils,curl
-# amd64 hosts also stand in for a cluster's nodes (tests/test_xhost_containers.py): sshd for the
+# amd64 hosts also stand in for a cluster's nodes (tests/e2e/test_xhost_containers.py): sshd for the
 # passwordless SSH between them, iproute2, and Debian's netplan.io to validate the fabric's drop-in.
 PACKAGES_AMD64=$PACKAGES,openssh-server,iproute2,netplan.io
 PACKAGES_ARM64=$PACKAGES

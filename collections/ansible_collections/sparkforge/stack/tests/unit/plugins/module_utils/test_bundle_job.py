@@ -2,7 +2,7 @@
 """offline_bundle's job (module_utils/fleet/bundle_job.py): bad input is refused in the plan, before
 anything is fetched or written; a cuSPARSELt installer the plans need is listed in check mode and
 fetched (its pinned sha256 checked) by apply.  The git mirrors and wheels are
-tests/test_offline_bundle_parts.py's and the container test's."""
+tests/unit/plugins/modules/test_offline_bundle_parts.py's and the container test's."""
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type

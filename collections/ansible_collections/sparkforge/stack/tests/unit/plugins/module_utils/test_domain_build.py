@@ -2,7 +2,7 @@
 """domain_wheel_build's job (module_utils/build/domain_build.py) planned on a stand-in host: the commit
 and the build python it reads make the cache key, a published wheel with that key means nothing
 to do, a source that is not a checkout is refused before the host is asked anything.  The build
-itself is tests/test_reproducible.py's."""
+itself is tests/unit/plugins/modules/test_reproducible.py's."""
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type

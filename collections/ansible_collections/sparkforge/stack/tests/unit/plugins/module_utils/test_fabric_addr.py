@@ -224,7 +224,7 @@ def test_report_dir_problem(tmp_path):
 ])
 def test_fabric_rows(tmp_path, two, row, tree, report, message):
     """docs/bad-inputs.md, Fabric: each refusal's exact message, and nothing made on the controller (the
-    end-to-end runs in tests/test_fabric_modules.py assert the exit code and the hosts' files)."""
+    end-to-end runs in tests/unit/plugins/modules/test_fabric_modules.py assert the exit code and the hosts' files)."""
     (tmp_path / "plain").write_text("x")
     two["spark-2"].update(interface="", fabric=facts_of(tmp_path, "t", cabled=tree))
     if tree == "f1":

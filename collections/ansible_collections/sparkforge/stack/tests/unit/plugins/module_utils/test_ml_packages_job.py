@@ -2,7 +2,7 @@
 """ml_packages' job (module_utils/packages/ml_packages_job.py) on a stand-in host whose venv pip answers
 from a small index (FakePip): check mode probes and installs nothing, a real run installs what the
 probe found, bad input is refused before pip runs.  Real pip against a fixture index is
-tests/test_ml_packages.py's."""
+tests/unit/plugins/modules/test_ml_packages_module.py's."""
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type

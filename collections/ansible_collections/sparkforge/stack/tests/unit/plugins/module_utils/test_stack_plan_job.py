@@ -2,7 +2,7 @@
 """stack_plan's job (module_utils/plan/stack_plan_job.py) on a stand-in host: the compiler it asks the
 host for decides whether the host can build from source, every source URL goes to the probe the
 caller passes, and bad input is refused before the host is asked anything.  The module against a
-local mirror is tests/test_sources_preflight.py's."""
+local mirror is tests/unit/plugins/modules/test_sources_preflight.py's."""
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type

@@ -2,7 +2,7 @@
 """pytorch_wheel_build's job (module_utils/build/torch_job.py) planned on a stand-in host
 (fake_system.FakeSystem): the toolchain it reads feeds the cache key, a published wheel with that
 key means nothing to do, and a missing tool is refused with its output before anything is written.
-The build itself (git fetch, pip wheel) is tests/test_build_jobs.py's, on real fixture repos."""
+The build itself (git fetch, pip wheel) is tests/unit/plugins/modules/test_build_jobs.py's, on real fixture repos."""
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type

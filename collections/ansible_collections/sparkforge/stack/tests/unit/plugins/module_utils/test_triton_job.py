@@ -2,7 +2,7 @@
 """triton_llvm_build's job (module_utils/build/triton_job.py) planned on a stand-in host
 (fake_system.FakeSystem): what it would build and why (LLVM only when its stamp does not match,
 nothing when the wheel with the key is published), and the refusals before anything is built.
-The builds themselves are tests/test_build_jobs.py's, on the fixture LLVM and Triton repos."""
+The builds themselves are tests/unit/plugins/modules/test_build_jobs.py's, on the fixture LLVM and Triton repos."""
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type

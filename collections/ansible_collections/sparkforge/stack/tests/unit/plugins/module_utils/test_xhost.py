@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 """Collectives across hosts (module_utils.fabric.xhost): link speeds, the judgement of host pairs and the
-group's verdict, without torch. The container test (tests/test_xhost_containers.py) runs the script."""
+group's verdict, without torch. The container test (tests/e2e/test_xhost_containers.py) runs the script."""
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type

@@ -12,7 +12,7 @@ import subprocess
 import sys
 import tempfile
 
-from helpers import GB10, fake_smi, load_manifest, run_module
+from helpers import COLLECTIONS, GB10, fake_smi, load_manifest, run_module
 
 MANIFEST_KEYS = ("sparkforge_torch_releases", "sparkforge_triton_releases", "sparkforge_torch_arch_min_version",
                  "sparkforge_torch_arch_defaults", "sparkforge_torch_traps", "sparkforge_torch_fixes",
@@ -93,7 +93,7 @@ def test_one_call_returns_the_facts_of_gpu_facts_and_setup_and_plans_with_them(t
 
 
 def test_the_maps_fill_the_repository_names_and_the_pinned_installer_sha256():
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "collections"))
+    sys.path.insert(0, COLLECTIONS)
     from ansible_collections.sparkforge.stack.plugins.module_utils.plan.sources import fill_platform_names
     m = load_manifest()
     maps = {"cuda_distro_map": m["sparkforge_cuda_distro_map"], "cuda_repo_arch_map": m["sparkforge_cuda_repo_arch_map"],
@@ -107,7 +107,7 @@ def test_the_maps_fill_the_repository_names_and_the_pinned_installer_sha256():
     # Given values win (an inventory that names its mirror's layout); an unknown OS gets no name (the plan
     # refuses it where it installs from NVIDIA's repository: no silent Ubuntu 24.04, issue 33).
     got = fill_platform_names({"cuda_distro": "rhel9", "cusparselt_version": version, "cusparselt_sha256": ""},
-                                dict(spark, distribution="Rocky"), maps)
+                              dict(spark, distribution="Rocky"), maps)
     assert (got["cuda_distro"], got["cusparselt_sha256"]) == ("rhel9", "")
     assert fill_platform_names({}, dict(spark, distribution="Rocky"), maps)["cuda_distro"] == ""
     assert fill_platform_names({}, dict(spark, distribution="Debian", distribution_version="12.11"),
@@ -120,7 +120,7 @@ def test_the_maps_fill_the_repository_names_and_the_pinned_installer_sha256():
     got = fill_platform_names({"cuda_distro": "ubuntu2204", "cusparselt_distro": "ubuntu2404", "cusparselt_version":
                                version}, spark, maps)
     assert (got["cuda_distro"], got["cusparselt_distro"], got["cusparselt_sha256"]) == ("ubuntu2204", "ubuntu2404",
-                                                                                       pinned)
+                                                                                        pinned)
 
 
 def test_facts_and_gather_together_or_neither_is_refused(tmp_path):

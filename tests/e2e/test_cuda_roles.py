@@ -16,7 +16,7 @@ import pytest
 
 from helpers import CONNECTION
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "nvidia_repo"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures", "nvidia_repo"))
 import podman_host  # noqa: E402
 
 REPO = podman_host.REPO

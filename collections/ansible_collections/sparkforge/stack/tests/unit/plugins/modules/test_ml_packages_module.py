@@ -352,7 +352,7 @@ def test_gpu_package_built_once_per_class_published_and_installed_on_another_hos
         torch_sha = hashlib.sha256(handle.read()).hexdigest()
 
     built, rc = run_module("heavy_wheel_build", _class_args(builder, index, wheel_dir, torch_sha,
-                                                           cuda_arch_list="9.0", audit_targets=["9.0"]))
+                                                            cuda_arch_list="9.0", audit_targets=["9.0"]))
     assert rc == 0 and built["changed"] is True, built
     entry = built["wheels"][0]
     assert entry["name"] == "sparkforge-cudaext" and entry["module"] == "sparkforge_cudaext"
@@ -375,20 +375,20 @@ def test_gpu_package_built_once_per_class_published_and_installed_on_another_hos
 
     published = _tree(wheel_dir)
     again, rc = run_module("heavy_wheel_build", _class_args(builder, index, wheel_dir, torch_sha,
-                                                           cuda_arch_list="9.0", audit_targets=["9.0"]))
+                                                            cuda_arch_list="9.0", audit_targets=["9.0"]))
     assert rc == 0 and again["changed"] is False and again["wheels"][0]["sha256"] == entry["sha256"], again
     assert "nothing to build" in again["wheels"][0]["plan"] and _tree(wheel_dir) == published
 
     # Check mode keys the build with the new inputs and says it would build; nothing is written.
     plan, rc = run_module("heavy_wheel_build", _class_args(builder, index, wheel_dir, "b" * 64,
-                                                          cuda_arch_list="9.0", audit_targets=["9.0"]), check_mode=True)
+                                                           cuda_arch_list="9.0", audit_targets=["9.0"]), check_mode=True)
     assert rc == 0 and plan["changed"] is True and plan["wheels"][0]["wheel"] is None, plan
     assert plan["wheels"][0]["cache_key"] != entry["cache_key"] and "would build" in plan["wheels"][0]["plan"]
     assert _tree(wheel_dir) == published
 
     # Refused by the audit on the builder: nothing is published, the class wheelhouse is as it was.
     refused, rc = run_module("heavy_wheel_build", _class_args(builder, index, wheel_dir, torch_sha,
-                                                             cuda_arch_list="8.0", audit_targets=["9.0"]))
+                                                              cuda_arch_list="8.0", audit_targets=["9.0"]))
     assert rc != 0 and "refused by the arch audit" in refused["msg"], refused
     assert "holds SASS sm_80, PTX none: nothing runs on 9.0" in refused["msg"] and "not published" in refused["msg"]
     assert _tree(wheel_dir) == published
@@ -424,6 +424,6 @@ def test_gpu_package_built_once_per_class_published_and_installed_on_another_hos
 
     # A new arch list is a new input: built again, into its own directory.
     rebuilt, rc = run_module("heavy_wheel_build", _class_args(builder, index, wheel_dir, torch_sha,
-                                                             cuda_arch_list="12.1", audit_targets=["12.1"]))
+                                                              cuda_arch_list="12.1", audit_targets=["12.1"]))
     assert rc == 0 and rebuilt["changed"] is True and rebuilt["wheels"][0]["cache_key"] != entry["cache_key"], rebuilt
     assert rebuilt["wheels"][0]["audit"]["libraries"][0]["sass"] == ["sm_121"]

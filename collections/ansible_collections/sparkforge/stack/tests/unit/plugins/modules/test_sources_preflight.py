@@ -125,7 +125,7 @@ def test_a_source_build_on_a_spark_probes_every_source_and_passes_on_a_reachable
     # The keyring .deb comes over plain http here: it needs a sha256, or preflight refuses it; probing
     # reads it (the mirror serves b"x") and checks it against that pin.
     result, rc = run_module("stack_plan", plan_args(SPARK, "source", urls(mirror, cuda_keyring_sha256=X_SHA256,
-                                                                             cusparselt_sha256="cd" * 32)),
+                                                                          cusparselt_sha256="cd" * 32)),
                             env=env_without_proxies())
     assert rc == 0, result
     assert result["ready"], result["problems"]
@@ -167,7 +167,7 @@ def test_a_dead_proxy_in_https_proxy_is_what_the_error_says():
 
 def test_plain_http_downloads_without_a_sha256_are_refused(mirror):
     result, rc = run_module("stack_plan", plan_args(SPARK, "source", urls(mirror), components=["cuda_libs", "cusparselt",
-                                                                                             "pytorch"]),
+                                                                                               "pytorch"]),
                             env=env_without_proxies())
     refused = sorted(s["source"] for s in result["plan"]["sources"] if s["status"] == "refused")
     assert refused == ["cuSPARSELt installer", "cuda-keyring"], result["plan"]["sources"]

@@ -36,7 +36,7 @@ def _sibling(name):
 
 # The fixture repositories, venvs and version data of the module tests, shared.
 _torch_tests = _sibling("test_pytorch_build")
-_triton_tests = _sibling("test_triton_build")
+_triton_tests = _sibling("test_triton_llvm_build")
 build_python, fixture_repo, torch_data = _torch_tests.build_python, _torch_tests.fixture_repo, _torch_tests.torch_data
 FIXTURE_PTXAS, python, repos = _triton_tests.FIXTURE_PTXAS, _triton_tests.python, _triton_tests.repos
 

@@ -42,7 +42,7 @@ params = _jobs.params
 build_python, fixture_repo, torch_data = _jobs.build_python, _jobs.fixture_repo, _jobs.torch_data
 FIXTURE_PTXAS, python, repos = _jobs.FIXTURE_PTXAS, _jobs.python, _jobs.repos
 NVCC = "/usr/local/cuda/bin/nvcc"
-KERNEL = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "pytorch", "src", "csrc",
+KERNEL = os.path.join(os.path.dirname(COLLECTIONS), "tests", "fixtures", "pytorch", "src", "csrc",
                       "scale_kernel.cu")
 
 needs_nvcc = pytest.mark.skipif(not os.path.exists(NVCC), reason="needs CUDA's nvcc in /usr/local/cuda")
@@ -200,7 +200,7 @@ def test_fixture_triton_is_byte_identical_on_two_builders(repos, python, tmp_pat
 def test_domain_wheel_is_byte_identical_on_two_builders_and_reused(torch_pair, tmp_path, monkeypatch):
     """torchvision's fixture built against the reproducible torch, from two clones on two builders."""
     from ansible_collections.sparkforge.stack.plugins.module_utils.build import domain_build
-    venv = _sibling("test_triton_build")._build_python(str(tmp_path / "venv"))
+    venv = _sibling("test_triton_llvm_build")._build_python(str(tmp_path / "venv"))
     subprocess.check_call([venv, "-m", "pip", "install", "-q", "--no-deps", "--disable-pip-version-check",
                            torch_pair[0]["wheel"]])
     made = json.loads(subprocess.check_output([sys.executable, os.path.join(

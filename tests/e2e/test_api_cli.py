@@ -13,10 +13,10 @@ import readme
 from helpers import REPO, user_env
 from sparkforge import cli
 
-FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "api")
+FIXTURES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures", "api")
 INVENTORY = os.path.join(FIXTURES, "inventory.yml")
 SITE = os.path.join(FIXTURES, "site.yml")
-SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
+SRC = os.path.join(REPO, "src")
 
 
 def _run(argv):

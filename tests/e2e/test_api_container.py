@@ -55,7 +55,7 @@ def test_prepare_then_plan_on_a_container_host(container_inventory, tmp_path):
 
     events = []
     # The container reaches neither NVIDIA's servers nor GitHub: with the sources probe the host would
-    # (rightly) not be ready. This test is about the API's plumbing; tests/test_sources_preflight.py
+    # (rightly) not be ready. This test is about the API's plumbing; collections/ansible_collections/sparkforge/stack/tests/unit/plugins/modules/test_sources_preflight.py
     # covers the probe.
     result = api.plan(container_inventory, extravars={"sparkforge_reports_dir": str(tmp_path),
                                                       "sparkforge_probe_sources": False},

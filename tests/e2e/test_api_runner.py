@@ -18,7 +18,7 @@ import pytest
 
 from sparkforge import api
 
-FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "api")
+FIXTURES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures", "api")
 INVENTORY = os.path.join(FIXTURES, "inventory.yml")
 SITE = os.path.join(FIXTURES, "site.yml")
 

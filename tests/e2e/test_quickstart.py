@@ -2,7 +2,7 @@
 supported GPU host (like CI's).
 
 It must stop in preflight before changing anything, print the plan and say what is missing. The same line
-with `--check` on this machine with a fake GPU: tests/test_check_mode_local.py.
+with `--check` on this machine with a fake GPU: tests/integration/test_check_mode_local.py.
 """
 
 import os

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "nvidia_repo"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures", "nvidia_repo"))
 import build_repo  # noqa: E402
 import podman_host  # noqa: E402
 

@@ -13,7 +13,7 @@ package directory with a dist-info, at the versions the manifest pairs with torc
   summary carry pip's own reason (not just "non-zero return code").
 
 The same matrix for a fresh host (no venv) and for a provisioned host with torch from the index or a
-wheelhouse is the journey's (tests/test_journey.py, stages 1 and 4, on a container host, the host's
+wheelhouse is the journey's (tests/e2e/test_journey.py, stages 1 and 4, on a container host, the host's
 whole filesystem snapshotted), so it is not repeated here.
 
 The README's Quickstart line with `--check`, `scripts/spark --check`, runs here as written, from the root of a
@@ -85,7 +85,7 @@ TORCH_ONLY = ["triton", "pytorch", "torch_domains"]
 
 def make_host(root, template, source, torch=True, venv=True, components=ALL_BUT_VERIFY, gpu=GH200):
     """Inventory for localhost with its prefix under ``root``; returns a dict of paths. With ``venv``
-    false the host has no venv at all (a fresh host; tests/test_validate_playbook.py)."""
+    false the host has no venv at all (a fresh host; tests/integration/test_validate_playbook.py)."""
     prefix = root / "prefix"
     prefix.mkdir()
     if venv:

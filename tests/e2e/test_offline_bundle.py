@@ -318,6 +318,6 @@ def test_offline_hosts_from_a_bundle(site):
     assert built.strip() == "file://%s/%s" % (HOST_BUNDLE, [s for s in mirrors if s["url"].endswith("/pytorch")][0][
         "targets"]["any"]["path"]), built
     # The rerun is h2's: the bundle's copy, apt and the installer as h1 has them, and the builds from the
-    # mirrors, now reused. h1's install from an index reruns in the journey (tests/test_journey.py, stage 5).
+    # mirrors, now reused. h1's install from an index reruns in the journey (tests/e2e/test_journey.py, stage 5).
     proc, recap = spark(site, bundle, limit="h2")
     assert proc.returncode == 0 and recap == {"h2": (0, 0)}, proc.stdout[-8000:]

@@ -3,7 +3,7 @@ command argv (H..), check mode fails where the real run would (C..).
 
 Each row is a pytest param whose id is the row id.  Unit-level rows call the rule in module_utils (the
 exact message); end-to-end rows run playbooks/spark.yml against this machine (connection local, a fake
-nvidia-smi, a temporary prefix: tests/test_check_mode_local.py's stand-in host) and assert the exit
+nvidia-smi, a temporary prefix: tests/integration/test_check_mode_local.py's stand-in host) and assert the exit
 code, the message and that nothing changed (a snapshot of the host's paths and `git status` of the
 checkout).  For the result-is-the-plan rows the install has happened when the check refuses: they assert
 the exit code, the message and that the run does not call the host provisioned.

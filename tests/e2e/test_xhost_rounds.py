@@ -23,7 +23,7 @@ def needs_torch():
     """Looked for when each test runs, not when pytest collects: from nothing, the container test that runs
     first in the same session installs it (a collection-time skipif skipped these on every first run)."""
     if not os.path.isdir(os.path.join(TORCH_DIR, "torch")):
-        pytest.skip("no CPU torch at %s (tests/test_xhost_containers.py installs it)" % TORCH_DIR)
+        pytest.skip("no CPU torch at %s (tests/e2e/test_xhost_containers.py installs it)" % TORCH_DIR)
 
 
 def free_port():

@@ -18,7 +18,7 @@ import sys
 import pytest
 import yaml
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "nvidia_repo"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures", "nvidia_repo"))
 import build_repo  # noqa: E402
 from fixtures import https_server  # noqa: E402
 from helpers import MANIFEST_DIR, REPO  # noqa: E402

@@ -174,7 +174,7 @@ def test_first_build_then_noop_rerun(args, repos, python, tmp_path):
     assert third["changed"] is False and third["cache_key"] == first["cache_key"]
     print("\nTIMING triton_llvm_build on the fixtures: first build %.2f s (module %.2f s), "
           "no-op rerun %.2f s (module %.2f s)" % (first["_wall_s"], first["duration_s"], second["_wall_s"],
-                                                    second["duration_s"]))
+                                                  second["duration_s"]))
 
 
 def test_triton_only_change_reuses_llvm(args, repos):
@@ -222,13 +222,13 @@ def test_kill_during_llvm_build_then_resume(args):
     work = args["work_dir"]
 
     def built_file(wanted):
-        for root, _, files in os.walk(os.path.join(work, "build")):
+        for root, _dirs, files in os.walk(os.path.join(work, "build")):
             if wanted in files:
                 return os.path.join(root, wanted)
         return None
 
     def support_object():
-        for root, _, files in os.walk(os.path.join(work, "build")):
+        for root, _dirs, files in os.walk(os.path.join(work, "build")):
             for name in files:
                 if name == "Support.c.o":
                     return os.path.join(root, name)

@@ -1,6 +1,6 @@
 """fabric_facts and fabric_netplan run as modules (tests/helpers.run_module) on stand-in sysfs trees
 and a temporary root: seconds in all, no containers. The cluster playbook itself (check mode, the run, a
-no-op rerun, bad inputs refused) runs on container hosts in tests/test_xhost_containers.py."""
+no-op rerun, bad inputs refused) runs on container hosts in tests/e2e/test_xhost_containers.py."""
 
 import importlib.util
 import os
@@ -8,8 +8,7 @@ import sys
 
 from helpers import run_module
 
-TREES = os.path.join(os.path.dirname(__file__), "..", "collections", "ansible_collections", "sparkforge", "stack",
-                     "tests", "unit", "plugins", "module_utils", "fabric_trees.py")
+TREES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "module_utils", "fabric_trees.py")
 _spec = importlib.util.spec_from_file_location("fabric_trees", TREES)
 fabric_trees = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(fabric_trees)
@@ -49,7 +48,7 @@ def netplan_args(tmp_path, sysfs, **kw):
 
 
 def test_fabric_netplan_check_mode_apply_rerun(tmp_path):
-    sysfs, _ = spark(tmp_path)
+    sysfs, _proc = spark(tmp_path)
     path = tmp_path / "root" / "etc" / "netplan" / "40-sparkforge-fabric.yaml"
     args = netplan_args(tmp_path, sysfs)
     preview, rc = run_module("fabric_netplan", args, check_mode=True, diff=True)
@@ -63,7 +62,7 @@ def test_fabric_netplan_check_mode_apply_rerun(tmp_path):
 
 
 def test_fabric_netplan_refuses_before_any_change(tmp_path):
-    sysfs, _ = spark(tmp_path)
+    sysfs, _proc = spark(tmp_path)
     path = tmp_path / "root" / "etc" / "netplan" / "40-sparkforge-fabric.yaml"
     res, rc = run_module("fabric_netplan", netplan_args(tmp_path, sysfs, interface="enP7s7", twins=[]))
     assert rc != 0 and "enP7s7 is a management interface" in res["msg"], res
@@ -76,7 +75,7 @@ def test_fabric_netplan_refuses_before_any_change(tmp_path):
 
 
 def test_fabric_netplan_confirm(tmp_path):
-    sysfs, _ = spark(tmp_path)
+    sysfs, _proc = spark(tmp_path)
     path = tmp_path / "root" / "etc" / "netplan" / "40-sparkforge-fabric.yaml"
     res, rc = run_module("fabric_netplan", netplan_args(tmp_path, sysfs, confirm_timeout=5))
     assert rc == 0 and res["armed"], res
@@ -88,7 +87,7 @@ def test_fabric_netplan_confirm(tmp_path):
 
 def test_fabric_plan_refuses_duplicates(tmp_path):
     sysfs, proc = spark(tmp_path)
-    facts, _ = run_module("fabric_facts", {"sysfs_root": sysfs, "proc_root": proc, "addresses": {}})
+    facts, _rc = run_module("fabric_facts", {"sysfs_root": sysfs, "proc_root": proc, "addresses": {}})
     hosts = {"a": {"interface": "enp1s0f1np1", "address": "192.168.100.11", "fabric": facts["fabric"]},
              "b": {"interface": "enp1s0f1np1", "address": "192.168.100.12", "fabric": facts["fabric"]}}
     ok, rc = run_module("fabric_plan", {"hosts": hosts, "subnet": "192.168.100.0/24", "order": ["a", "b"]})
@@ -119,7 +118,7 @@ def test_runtime_env_adds_the_fabric_variables_only_on_a_cluster(tmp_path):
                ANSIBLE_PYTHON_INTERPRETER=sys.executable)
     proc = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", str(inventory),
                            str(play), "--check"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          universal_newlines=True, env=env, cwd=REPO, timeout=300)
+                          universal_newlines=True, env=env, cwd=REPO, timeout=300, check=False)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     out = json.loads(proc.stdout)
     facts = {}
@@ -192,7 +191,7 @@ def fabric_cluster(tmp_path, report_dir, trees=None, names=("a", "b"), subnet="1
         proc = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i",
                                str(tmp_path / "hosts.yml"), str(tmp_path / "play.yml")] + list(args),
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, env=env,
-                              cwd=REPO, timeout=300)
+                              cwd=REPO, timeout=300, check=False)
         return proc.returncode, proc.stdout
     return run, roots
 
@@ -226,7 +225,7 @@ def test_cluster_fabric_refusals_change_nothing(tmp_path):
             "X03": "b: no port has a link: plug the cable into a fabric port - the port of enp1s0f0np0",
             "X02": "cluster_fabric_report_dir %s: exists and is not a directory" % plain,
             "X04": "a: 2 ports have a link (enp1s0f0np0, enp1s0f1np1): name the one for the fabric"}
-    run, _ = fabric_cluster(tmp_path, plain / "reports", trees={"b": {"cabled": None}})
+    run, _roots = fabric_cluster(tmp_path, plain / "reports", trees={"b": {"cabled": None}})
     before = _snapshot(tmp_path)
     for args in (("--check",), ()):
         rc, out = run(*args)
@@ -237,7 +236,7 @@ def test_cluster_fabric_refusals_change_nothing(tmp_path):
         assert _snapshot(tmp_path) == before
     other = tmp_path / "other"
     other.mkdir()
-    run, _ = fabric_cluster(other, plain, trees={"a": {"cabled": "both"}})
+    run, _roots = fabric_cluster(other, plain, trees={"a": {"cabled": "both"}})
     before = _snapshot(tmp_path)
     rc, out = run()
     assert rc == 2, out[-4000:]
@@ -283,7 +282,7 @@ def test_cluster_fabric_topology_refusals_change_nothing(tmp_path):
             "X09": "s3: port 1 (enp1s0f1np1 / enP2p1s0f1np1) links at 100 Gb/s, below its rated 200 Gb/s",
             "X05": "r2: only port 1 (enp1s0f1np1 / enP2p1s0f1np1) has a link, the ring does not close",
             "X06": "a ring takes 3 to 4 nodes, the cluster has 5"}
-    run, _ = fabric_cluster(tmp_path, tmp_path / "reports", names=("s1", "s2", "s3"),
+    run, _roots = fabric_cluster(tmp_path, tmp_path / "reports", names=("s1", "s2", "s3"),
                             trees={"s2": {"cabled": "f0"}, "s3": {"slow": ("f1",)}})
     before = _snapshot(tmp_path)
     for args in (("--check",), ()):
@@ -296,7 +295,7 @@ def test_cluster_fabric_topology_refusals_change_nothing(tmp_path):
     other = tmp_path / "ring"
     other.mkdir()
     ring = ("r1", "r2", "r3", "r4", "r5")
-    run, _ = fabric_cluster(other, other / "reports", names=ring, subnet="10.20.0.0/20",
+    run, _roots = fabric_cluster(other, other / "reports", names=ring, subnet="10.20.0.0/20",
                             extra=["cluster_fabric_topology: ring"],
                             trees=dict((n, {"cabled": "f1" if n == "r2" else "both"}) for n in ring))
     before = _snapshot(tmp_path)
