@@ -41,7 +41,9 @@ def port_number(port):
 def port_label(port):
     number = port_number(port)
     names = " / ".join(port["netdevs"]) or " / ".join(port["hcas"])
-    return ("port %d (%s)" % (number, names)) if number is not None else names
+    if number is None:
+        return names
+    return "port %s (%s)" % (number, names)
 
 
 def _data(data, topology):
@@ -162,7 +164,7 @@ def ring_plan(order, hosts, pool, data):
 
 def _version(text):
     out = []
-    for part in str(text or "").split("-")[0].split("."):
+    for part in str(text or "").split("-", maxsplit=1)[0].split("."):
         if not part.isdigit():
             break
         out.append(int(part))

@@ -169,9 +169,9 @@ def fabric_cluster(tmp_path, report_dir, trees=None, names=("a", "b"), subnet="1
     from helpers import REPO
     roots = {}
     lines = ["all:", "  vars:", "    cluster_fabric_subnet: %s" % subnet] + ["    %s" % e for e in extra] + [
-             "    cluster_fabric_generate_command: ['true']", "    cluster_fabric_apply_command: ['true']",
-             "    cluster_fabric_confirm_timeout: 0", "    cluster_fabric_report_dir: %s" % report_dir,
-             "    ansible_connection: local", "    ansible_python_interpreter: %s" % sys.executable, "  hosts:"]
+        "    cluster_fabric_generate_command: ['true']", "    cluster_fabric_apply_command: ['true']",
+        "    cluster_fabric_confirm_timeout: 0", "    cluster_fabric_report_dir: %s" % report_dir,
+        "    ansible_connection: local", "    ansible_python_interpreter: %s" % sys.executable, "  hosts:"]
     for i, name in enumerate(names):
         sysfs, proc = spark(tmp_path, "sys-" + name, **((trees or {}).get(name) or {}))
         roots[name] = tmp_path / ("root-" + name)
@@ -283,7 +283,7 @@ def test_cluster_fabric_topology_refusals_change_nothing(tmp_path):
             "X05": "r2: only port 1 (enp1s0f1np1 / enP2p1s0f1np1) has a link, the ring does not close",
             "X06": "a ring takes 3 to 4 nodes, the cluster has 5"}
     run, _roots = fabric_cluster(tmp_path, tmp_path / "reports", names=("s1", "s2", "s3"),
-                            trees={"s2": {"cabled": "f0"}, "s3": {"slow": ("f1",)}})
+                                 trees={"s2": {"cabled": "f0"}, "s3": {"slow": ("f1",)}})
     before = _snapshot(tmp_path)
     for args in (("--check",), ()):
         rc, out = run(*args)
@@ -296,8 +296,8 @@ def test_cluster_fabric_topology_refusals_change_nothing(tmp_path):
     other.mkdir()
     ring = ("r1", "r2", "r3", "r4", "r5")
     run, _roots = fabric_cluster(other, other / "reports", names=ring, subnet="10.20.0.0/20",
-                            extra=["cluster_fabric_topology: ring"],
-                            trees=dict((n, {"cabled": "f1" if n == "r2" else "both"}) for n in ring))
+                                 extra=["cluster_fabric_topology: ring"],
+                                 trees=dict((n, {"cabled": "f1" if n == "r2" else "both"}) for n in ring))
     before = _snapshot(tmp_path)
     rc, out = run()
     assert rc == 2, out[-4000:]
