@@ -1,9 +1,8 @@
-"""The shared container test bed: four GPU-less stand-ins of the platforms sparkforge provisions,
+"""The shared container test bed: three GPU-less stand-ins of the platforms sparkforge provisions,
 started once per test run and used by the pytest journey and every molecule scenario.
 
     hopper-amd64    x86_64, a fake H100 (every molecule scenario)
     spark-arm64     aarch64 under qemu-user, a fake GB10 (DGX Spark; every molecule scenario)
-    gh200-arm64     aarch64 under qemu-user, a fake GH200 (molecule's fleet)
     offline-amd64   x86_64 with no network at all (``--network none``), a fake GB10 (pytest's journey:
                     the check-mode matrix, converge and reruns)
 
@@ -48,7 +47,6 @@ CONNECTION_PLUGINS = os.path.join(REPO, "tests", "plugins", "connection")
 HOSTS = {
     "hopper-amd64": ("amd64", "host"),
     "spark-arm64": ("arm64", "host"),
-    "gh200-arm64": ("arm64", "host"),
     "offline-amd64": ("amd64", "none"),
 }
 # runc (crun fails on this machine's cgroup setup) and the most the sandbox's ulimits allow.
