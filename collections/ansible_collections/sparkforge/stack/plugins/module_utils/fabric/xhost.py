@@ -120,14 +120,64 @@ for rnd in cfg["rounds"]:
                 store.set("pair/%d/%d/%d" % (a, b, size), json.dumps(
                     {"a": hosts[a], "b": hosts[b], "bytes": size, "gbs": round(gbs, 3),
                      "seconds": round(seconds, 4), "exact": ok}))
+            # Freed before the next size: the memory bound (xhost.buffer_bytes) counts one pair buffer at a time.
+            del buf, once
+            if device == "cuda":
+                torch.cuda.empty_cache()
     dist.barrier()
+# The collective over every host: all_reduce and all_gather of `size` bytes per rank (all_gather's output is
+# world times that), warm-up runs, then the timed ones. Every rank reports its own time per operation and
+# whether its result was exact; rank 0 gathers them (xhost.judge_collectives turns them into algbw/busbw).
+collectives = []
+warmup, citers = int(cfg.get("warmup_iters", 0)), int(cfg.get("collective_iters", 0))
+for size in cfg.get("collective_sizes") or []:
+    count = size // 4
+    for op in ("all_reduce", "all_gather"):
+        x = torch.full((count,), float(rank + 1), device=device)
+        if op == "all_reduce":
+            def step():
+                dist.all_reduce(x)
+        else:
+            y = torch.zeros(world * count, device=device)
+            parts = list(y.chunk(world))
+            def step():
+                dist.all_gather(parts, x)
+        for _ in range(warmup):
+            step()
+        sync()
+        dist.barrier()
+        start = time.perf_counter()
+        for _ in range(citers):
+            step()
+        sync()
+        seconds = (time.perf_counter() - start) / citers
+        if op == "all_reduce":
+            # In place, the timed runs summed sums: one more from fresh inputs is the one checked exactly.
+            x.fill_(float(rank + 1))
+            dist.all_reduce(x)
+            sync()
+            ok = bool((x == expect).all())
+        else:
+            # The input is untouched: the last timed run's output must hold every rank's r + 1.
+            ok = all(bool((parts[r] == float(r + 1)).all()) for r in range(world))
+            del y, parts
+        del x, step
+        if device == "cuda":
+            torch.cuda.empty_cache()
+        store.set("coll/%s/%d/%d" % (op, size, rank), json.dumps({"seconds": seconds, "exact": ok}))
+        dist.barrier()
+        if rank == 0:
+            got = [json.loads(store.get("coll/%s/%d/%d" % (op, size, r))) for r in range(world)]
+            collectives.append({"op": op, "bytes": size, "iters": citers, "warmup": warmup,
+                                "seconds": dict((hosts[r], got[r]["seconds"]) for r in range(world)),
+                                "exact": dict((hosts[r], got[r]["exact"]) for r in range(world))})
 if rank == 0:
     for a, b in sorted(tuple(p) for rnd in cfg["rounds"] for p in rnd):
         for size in cfg["sizes"]:
             pairs.append(json.loads(store.get("pair/%d/%d/%d" % (a, b, size))))
 dist.barrier()
 dist.destroy_process_group()
-done(checks=checks, pairs=pairs, world=world, backend=backend)
+done(checks=checks, pairs=pairs, collectives=collectives, world=world, backend=backend)
 '''
 
 
@@ -283,6 +333,22 @@ def render_markdown(summary):
         lines += ["", "Slowest pair: %s - %s, %.3f GB/s%s." % (
             s["a"], s["b"], s["gbs"], " (%s%% of %g Gb/s)" % (s["pct_of_link"], s["link_gbps"])
             if s["pct_of_link"] is not None else "")]
+    if summary.get("collectives"):
+        lines += ["", "Collective over all %d nodes (nccl-tests' busbw: all_reduce algbw x 2(n-1)/n, all_gather "
+                  "algbw x (n-1)/n of the total gathered bytes), against the slowest node's link%s:" % (
+                      len(summary.get("hosts", [])), ", threshold %.0f%%" % (100 * summary["min_busbw_fraction"])
+                      if summary.get("min_busbw_fraction") else ""), "",
+                  "| op | bytes per node | total bytes | s per run | algbw GB/s | busbw GB/s | % of link | exact | slow |",
+                  "|---|---|---|---|---|---|---|---|---|"]
+        for r in summary["collectives"]:
+            lines.append("| %s | %d | %d | %.6f | %.3f | %.3f | %s | %s | %s |" % (
+                r["op"], r["bytes"], r["total_bytes"], r["seconds"], r["algbw"], r["busbw"],
+                r["pct_of_link"] if r["pct_of_link"] is not None else "-",
+                "yes" if r["exact"] else "NO (%s)" % ", ".join(r["not_exact_on"]), "SLOW" if r["slow"] else "no"))
+    if summary.get("nodes"):
+        lines += ["", "| node | verdict | reasons |", "|---|---|---|"]
+        for v in summary["nodes"]:
+            lines.append("| %s | %s | %s |" % (v["node"], v["verdict"], "; ".join(v["reasons"]) or "-"))
     if summary.get("failed_hosts"):
         lines += ["", "Failed: %s." % ", ".join(summary["failed_hosts"])]
         for h in summary["failed_hosts"]:
@@ -324,6 +390,8 @@ def cross_host(summary, at=None, report=None):
             "min_fraction": summary.get("min_fraction"), "min_gbs": summary.get("min_gbs"),
             "pairs": pairs, "slowest": judged.get("slowest"), "failed_hosts": list(summary.get("failed_hosts") or []),
             "diagnosis": diagnosis, "missing": list(summary.get("missing") or []), "passed": summary.get("passed"),
+            "min_busbw_fraction": summary.get("min_busbw_fraction"),
+            "collectives": list(summary.get("collectives") or []), "nodes": list(summary.get("nodes") or []),
             "report": report}
 
 
@@ -338,9 +406,10 @@ def diagnose_host(host, result, pairs):
                            result.get("per_function_gbps"), result.get("functions"), result.get("management_gbps"))
 
 
-def summarize(results, hosts, speeds, min_fraction, min_gbs=None):
+def summarize(results, hosts, speeds, min_fraction, min_gbs=None, min_busbw_fraction=None, rated_gbps=None):
     """Combine every host's run result (keyed by host; a host with none did not run) into the
-    group's verdict: which hosts never joined or failed, the pairs judged against the links."""
+    group's verdict: which hosts never joined or failed, the pairs judged against the links, the collective over
+    all nodes against the slowest node's link, each node's port speed, and the verdict per node (node_verdicts)."""
     per_host, missing, failed = {}, [], []
     for h in hosts:
         r = results.get(h)
@@ -387,10 +456,28 @@ def summarize(results, hosts, speeds, min_fraction, min_gbs=None):
             if h not in failed and per_host[h]["status"] in ("not_joined", "ok"):
                 per_host[h]["status"] = "not checked"
                 per_host[h]["reason"] = "waiting for %s" % ", ".join(missing)
-    return {"hosts": list(hosts), "per_host": per_host, "missing": missing, "failed_hosts": failed,
-            "judged": judged, "min_fraction": min_fraction, "min_gbs": min_gbs,
-            "backend": (first or {}).get("backend"),
-            "passed": not failed and not missing and judged is not None}
+    known = [s for s in (speeds.get(h) for h in hosts) if s]
+    link = min(known) if known else None
+    collectives = judge_collectives(first.get("collectives"), len(hosts), link, min_busbw_fraction) \
+        if judged is not None else []
+    summary = {"hosts": list(hosts), "per_host": per_host, "missing": missing, "failed_hosts": failed,
+               "judged": judged, "min_fraction": min_fraction, "min_gbs": min_gbs,
+               "min_busbw_fraction": min_busbw_fraction, "rated_gbps": rated_gbps,
+               "collectives": collectives, "collective_link_gbps": link,
+               "port": port_reasons(dict((h, speeds.get(h)) for h in hosts), rated_gbps),
+               "backend": (first or {}).get("backend")}
+    nodes = node_verdicts(summary)
+    for v in nodes:
+        per_host[v["node"]]["verdict"] = v["verdict"]
+        per_host[v["node"]]["reasons"] = v["reasons"]
+        if v["verdict"] == "fail" and v["node"] not in failed:
+            failed.append(v["node"])
+            per_host[v["node"]]["status"] = "failed"
+            per_host[v["node"]]["reason"] = "; ".join(v["reasons"])
+    summary["nodes"] = nodes
+    summary["verdict"] = group_verdict(nodes)
+    summary["passed"] = summary["verdict"]["verdict"] == "pass"
+    return summary
 
 
 # ------------------------------------------------------------------------------------------ parity
@@ -504,3 +591,218 @@ def parity(facts, hosts, skip_unread=False):
             if h in values and _shown(values[h]) != reference:
                 out.append("%s: %s %s, where %s has %s" % (h, item, _shown(values[h]), holder, reference))
     return out
+
+
+# ------------------------------------------------------------------------------------------ acceptance
+# The collective over every node, judged as nccl-tests reports it, the thresholds and memory bound it runs
+# under, and the verdict per node. Thresholds are data (sparkforge_xhost_acceptance in the manifest's fabric.yml).
+
+# Bus bandwidth as nccl-tests defines it (NVIDIA/nccl-tests doc/PERFORMANCE.md, "Bus bandwidth"): algbw = S/t;
+# AllReduce busbw = algbw * 2(n-1)/n; AllGather busbw = algbw * (n-1)/n with S the total gathered bytes
+# (sendcount * sizeof(type) * n). So busbw is comparable to one node's link, whatever n.
+BUSBW_FACTOR = {"all_reduce": lambda n: 2.0 * (n - 1) / n, "all_gather": lambda n: (n - 1) / float(n)}
+
+# option -> (role variable, lowest, highest, whether the lowest is allowed, what it is)
+THRESHOLDS = {
+    "min_link_fraction": ("xhost_min_link_fraction", 0.0, 1.0, True, "a fraction of the link"),
+    "min_busbw_fraction": ("xhost_min_busbw_fraction", 0.0, 1.0, True, "a fraction of the link"),
+    "max_memory_fraction": ("xhost_max_memory_fraction", 0.0, 0.9, False, "a fraction of MemAvailable"),
+}
+COUNTS = {
+    "collective_iters": ("xhost_collective_iters", 1),
+    "warmup_iters": ("xhost_warmup_iters", 0),
+    "max_message_bytes": ("xhost_max_message_bytes", 4),
+}
+
+
+def check_acceptance(params):
+    """Every threshold, count and size of the acceptance, against its range: one sentence per bad value naming
+    the role variable, the module option and the value ("xhost_min_busbw_fraction: 1.5 is out of range:
+    min_busbw_fraction must be between 0 and 1 (a fraction of the link)"); [] when all are good."""
+    errors = []
+    for key, (var, low, high, low_ok, what) in sorted(THRESHOLDS.items()):
+        value = params.get(key)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            errors.append("%s: %r is not a number: %s must be %s" % (var, value, key, what))
+        elif value > high or value < low or (value == low and not low_ok):
+            rule = ("between %g and %g" if low_ok else "above %g and at most %g") % (low, high)
+            errors.append("%s: %r is out of range: %s must be %s (%s)" % (var, value, key, rule, what))
+    for key, (var, low) in sorted(COUNTS.items()):
+        value = params.get(key)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            errors.append("%s: %r is out of range: %s must be a whole number of at least %d" % (var, value, key, low))
+    cap = params.get("max_message_bytes")
+    for key, var in (("sizes", "xhost_sizes"), ("collective_sizes", "xhost_collective_sizes")):
+        sizes = params.get(key)
+        if sizes is None:
+            continue
+        if not sizes:
+            errors.append("%s: [] has no size: %s needs at least one" % (var, key))
+        bad = [s for s in sizes if isinstance(s, bool) or not isinstance(s, int) or s <= 0 or s % 4]
+        if bad:
+            errors.append("%s: %s: %s must be positive multiples of 4 bytes" % (var, bad, key))
+        if isinstance(cap, int) and not isinstance(cap, bool) and cap >= 4:
+            over = [s for s in sizes if s not in bad and s > cap]
+            if over:
+                errors.append("%s: %s above xhost_max_message_bytes %d: %s are capped at max_message_bytes"
+                              % (var, over, cap, key))
+    return errors
+
+
+def buffer_bytes(sizes, collective_sizes, n):
+    """The most buffer memory one host's part of the check holds at once: one pair buffer (the largest size; each
+    is freed before the next), or the all_gather's input and its output, n times the input (the all_reduce's
+    one buffer is freed before it). The collectives' own staging is not counted."""
+    pair = max(sizes or [0])
+    collective = (n + 1) * max(collective_sizes or [0])
+    return max(pair, collective)
+
+
+def mem_available(path="/proc/meminfo"):
+    """MemAvailable in bytes (the kernel's estimate of what can be allocated without swapping; on a unified-
+    memory host like the DGX Spark the GPU allocates from the same memory). Raises XhostError when unread."""
+    try:
+        with open(path) as handle:
+            for line in handle:
+                if line.startswith("MemAvailable:"):
+                    fields = line.split()
+                    return int(fields[1]) * (1024 if fields[2:] == ["kB"] else 1)
+    except (IOError, OSError, ValueError, IndexError) as exc:
+        raise XhostError("cannot read MemAvailable from %s: %s" % (path, exc))
+    raise XhostError("%s has no MemAvailable line" % path)
+
+
+def _gib(num):
+    return "%.2f GiB" % (num / float(2 ** 30))
+
+
+def check_memory(node, sizes, collective_sizes, n, available, fraction):
+    """None when the buffers fit under fraction * available; else a sentence naming the node, the bytes and the cap.
+    Refused, not capped: smaller sizes would measure something else than what was asked."""
+    need = buffer_bytes(sizes, collective_sizes, n)
+    cap = int(fraction * available)
+    if need <= cap:
+        return None
+    return ("%s: the check would hold %d bytes (%s) of buffers - the all_gather of %d bytes per node across %d nodes "
+            "keeps %d times that, or the largest pair buffer - above its cap of %d bytes (%s, xhost_max_memory_"
+            "fraction %g of MemAvailable %s): lower xhost_collective_sizes or xhost_sizes, nothing was run"
+            % (node, need, _gib(need), max(collective_sizes or [0]), n, n + 1, cap, _gib(cap), fraction,
+               _gib(available)))
+
+
+def judge_collectives(raw, n, link_gbps, min_fraction):
+    """Rows of the collective over all nodes: per operation and size the slowest rank's time per run (the
+    operation ends when its last rank does), algbw = S/t and busbw as nccl-tests defines them (BUSBW_FACTOR), the
+    busbw against the slowest node's link (Gb/s / 8 = GB/s), and the nodes whose result was not exact."""
+    rows = []
+    for c in raw or []:
+        seconds = max(c["seconds"].values())
+        total = c["bytes"] * (n if c["op"] == "all_gather" else 1)
+        algbw = total / seconds / 1e9 if seconds > 0 else 0.0
+        busbw = algbw * BUSBW_FACTOR[c["op"]](n)
+        link_gbs = link_gbps / 8.0 if link_gbps else None
+        fraction = busbw / link_gbs if link_gbs else None
+        not_exact = sorted(h for h, ok in c["exact"].items() if not ok)
+        reasons = []
+        if min_fraction and fraction is not None and fraction < min_fraction:
+            reasons.append("busbw %.3f GB/s is %.1f%% of the slowest node's %g Gb/s link (%.3f GB/s), below %.0f%%"
+                           % (busbw, 100 * fraction, link_gbps, link_gbs, 100 * min_fraction))
+        if not_exact:
+            reasons.append("result not exact on %s" % ", ".join(not_exact))
+        rows.append({"op": c["op"], "bytes": c["bytes"], "total_bytes": total, "nodes": n, "iters": c.get("iters"),
+                     "seconds": round(seconds, 6), "algbw": round(algbw, 3), "busbw": round(busbw, 3),
+                     "link_gbps": link_gbps, "pct_of_link": round(100 * fraction, 1) if fraction is not None else None,
+                     "exact": not not_exact, "not_exact_on": not_exact, "slow": bool(fraction is not None and
+                                                                                     min_fraction and
+                                                                                     fraction < min_fraction),
+                     "why": "; ".join(reasons) or None})
+    return rows
+
+
+def port_reasons(speeds, rated=None):
+    """Per node, why its port speed is wrong: below its rated speed (when given), or below the speed most nodes'
+    links run at (a node on a slower cable sets every collective's pace). {node: [sentences]}."""
+    out = {}
+    known = dict((h, s) for h, s in speeds.items() if s)
+    counts = {}
+    for s in known.values():
+        counts[s] = counts.get(s, 0) + 1
+    common = max(counts, key=lambda s: (counts[s], s)) if counts else None
+    for h, s in known.items():
+        why = []
+        if rated and s < rated:
+            why.append("its link runs at %g Gb/s, below its rated %g Gb/s" % (s, rated))
+        elif common and counts[common] > 1 and s < common:
+            why.append("its link runs at %g Gb/s, where the other nodes' run at %g Gb/s" % (s, common))
+        if why:
+            out[h] = why
+    return out
+
+
+def node_verdicts(summary, parity_differences=None):
+    """The verdict per node, {node, verdict: pass|fail|not checked, reasons}, from what summarize found: its pairs
+    (all of them slow while others are fine), its transport (NCCL's lines via fabric.diagnose), its port speed,
+    parity (sentences starting "node: "), a result not exact, an error, a node that never joined; and the
+    collective over all nodes: slow with no node isolated fails every node, since none explains it."""
+    hosts = summary.get("hosts") or []
+    per_host = summary.get("per_host") or {}
+    reasons = dict((h, []) for h in hosts)
+    for line in parity_differences or []:
+        node = line.split(":", 1)[0]
+        if node in reasons:
+            reasons[node].append("parity: " + line.split(":", 1)[1].strip())
+    for h in summary.get("failed_hosts") or []:
+        entry = per_host.get(h) or {}
+        if entry.get("reason") or entry.get("status"):
+            reasons[h].append(entry.get("reason") or entry.get("status"))
+    for h, why in (summary.get("port") or {}).items():
+        if h in reasons:
+            reasons[h] += [w for w in why if w not in reasons[h]]
+    for row in summary.get("collectives") or []:
+        for h in row.get("not_exact_on") or []:
+            reasons[h].append("its %s result was not exact" % row["op"])
+    slow = [r for r in summary.get("collectives") or [] if r.get("slow")]
+    if slow:
+        what = "; ".join("%s of %d bytes per node: %s" % (r["op"], r["bytes"], r["why"]) for r in slow)
+        isolated = [h for h in hosts if reasons[h]]
+        for h in isolated or hosts:
+            reasons[h].append("the collective across all nodes is slow (%s)%s" % (
+                what, "" if isolated else ": no node's pairs, transport or port isolate it"))
+    missing = summary.get("missing") or []
+    out = []
+    for h in hosts:
+        entry = per_host.get(h) or {}
+        if reasons[h] or h in missing:
+            verdict = "fail"
+            if not reasons[h]:
+                reasons[h].append(entry.get("reason") or "never joined")
+        elif parity_differences:
+            verdict = "not checked"
+            reasons[h].append("no collective was run: other nodes differ")
+        elif missing or summary.get("judged") is None:
+            verdict = "not checked"
+            reasons[h].append(entry.get("reason") or "the check did not run")
+        else:
+            verdict = "pass"
+        out.append({"node": h, "verdict": verdict, "reasons": reasons[h]})
+    return out
+
+
+def group_verdict(nodes):
+    """The group's verdict from its nodes': pass only when every node passed."""
+    failed = [v["node"] for v in nodes if v["verdict"] == "fail"]
+    unchecked = [v["node"] for v in nodes if v["verdict"] == "not checked"]
+    return {"verdict": "pass" if nodes and not failed and not unchecked else "fail",
+            "failed": failed, "not_checked": unchecked,
+            "reasons": ["%s: %s" % (v["node"], "; ".join(v["reasons"])) for v in nodes if v["verdict"] == "fail"]}
+
+
+def node_file(node):
+    """The per-node verdict's file name beside xhost.json; a node name with a path separator is refused."""
+    if not node or "/" in node or node in (".", ".."):
+        raise XhostError("node name %r cannot name a file" % node)
+    return "xhost-%s.json" % node
