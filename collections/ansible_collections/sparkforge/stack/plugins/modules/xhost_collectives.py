@@ -309,13 +309,13 @@ def memory(module, p, node):
     try:
         available = xhost.mem_available(p["meminfo"])
     except xhost.XhostError as exc:
-        module.fail_json(msg="%s: %s: the memory bound cannot be checked, nothing was run" % (node, exc))
+        module.fail_json(msg="%s: %s: the memory bound cannot be checked, nothing was run" % (node, exc), host=node)
     need = xhost.buffer_bytes(p["sizes"], p["collective_sizes"], len(p["hosts"]))
     figures = dict(need=need, cap=int(p["max_memory_fraction"] * available), available=available)
     refused = xhost.check_memory(node, p["sizes"], p["collective_sizes"], len(p["hosts"]), available,
                                  p["max_memory_fraction"])
     if refused:
-        module.fail_json(msg=refused, memory=figures)
+        module.fail_json(msg=refused, memory=figures, host=node)
     return figures
 
 
@@ -487,7 +487,7 @@ def main():
     # Every threshold and size against its range, in every mode and before anything runs or is written.
     errors = xhost.check_acceptance(p)
     if errors:
-        module.fail_json(msg="; ".join(errors) + ": nothing was run")
+        module.fail_json(msg="; ".join(errors) + ": nothing was run", host=p["host"])
     if p["mode"] == "run":
         run(module, p)
     elif p["mode"] == "facts":
