@@ -232,14 +232,12 @@ summary:
   returned: mode summarize
   type: dict
 collectives:
-  description: For C(run) on the first host - per operation and size, each host's seconds per run and whether its
-    result was exact.
+  description: For C(run) on the first host - per operation and size, each host's seconds per run and exactness.
   returned: mode run, first host
   type: list
   elements: dict
 nodes:
-  description: For C(summarize) and C(parity) - the verdict per host - node, verdict (pass, fail, not checked),
-    reasons.
+  description: For C(summarize) and C(parity) - the verdict per host - node, verdict (pass, fail, not checked), reasons.
   returned: mode summarize, parity
   type: list
   elements: dict
@@ -299,7 +297,7 @@ import os
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.sparkforge.stack.plugins.module_utils.fleet import fleet_report
-from ansible_collections.sparkforge.stack.plugins.module_utils.fabric import xhost
+from ansible_collections.sparkforge.stack.plugins.module_utils.fabric import acceptance, xhost
 from ansible_collections.sparkforge.stack.plugins.module_utils._common.files import atomic_write_text, makedirs
 from ansible_collections.sparkforge.stack.plugins.module_utils._common.clock import utc_now
 
@@ -307,12 +305,12 @@ from ansible_collections.sparkforge.stack.plugins.module_utils._common.clock imp
 def memory(module, p, node):
     """The buffers against the cap, before anything runs: refused (not capped) above it."""
     try:
-        available = xhost.mem_available(p["meminfo"])
-    except xhost.XhostError as exc:
+        available = acceptance.mem_available(p["meminfo"])
+    except acceptance.AcceptanceError as exc:
         module.fail_json(msg="%s: %s: the memory bound cannot be checked, nothing was run" % (node, exc), host=node)
-    need = xhost.buffer_bytes(p["sizes"], p["collective_sizes"], len(p["hosts"]))
+    need = acceptance.buffer_bytes(p["sizes"], p["collective_sizes"], len(p["hosts"]))
     figures = dict(need=need, cap=int(p["max_memory_fraction"] * available), available=available)
-    refused = xhost.check_memory(node, p["sizes"], p["collective_sizes"], len(p["hosts"]), available,
+    refused = acceptance.check_memory(node, p["sizes"], p["collective_sizes"], len(p["hosts"]), available,
                                  p["max_memory_fraction"])
     if refused:
         module.fail_json(msg=refused, memory=figures, host=node)
@@ -381,8 +379,8 @@ def parity(module, p):
     if differences:
         # The verdict per node: the odd ones fail with their items, the others are not checked.
         summary = {"hosts": p["hosts"], "per_host": {}, "judged": None}
-        nodes = xhost.node_verdicts(summary, differences)
-        verdict = xhost.group_verdict(nodes)
+        nodes = acceptance.node_verdicts(summary, differences)
+        verdict = acceptance.group_verdict(nodes)
         files = write_verdicts(module, p, dict(summary, nodes=nodes, verdict=verdict, passed=False,
                                                differences=differences), nodes)
         module.fail_json(msg="the hosts differ, no collective was run: %s" % "; ".join(differences),
@@ -397,8 +395,8 @@ def write_verdicts(module, p, summary, nodes):
     if not p["report_dir"] or module.check_mode:
         return files
     try:
-        names = dict((v["node"], xhost.node_file(v["node"])) for v in nodes)
-    except xhost.XhostError as exc:
+        names = dict((v["node"], acceptance.node_file(v["node"])) for v in nodes)
+    except acceptance.AcceptanceError as exc:
         module.fail_json(msg="hosts: %s" % exc)
     makedirs(p["report_dir"])
     files["json"] = os.path.join(p["report_dir"], "xhost.json")
@@ -485,7 +483,7 @@ def main():
     if len(set(p["hosts"])) != len(p["hosts"]):
         module.fail_json(msg="hosts has duplicates: %s" % p["hosts"])
     # Every threshold and size against its range, in every mode and before anything runs or is written.
-    errors = xhost.check_acceptance(p)
+    errors = acceptance.check_acceptance(p)
     if errors:
         module.fail_json(msg="; ".join(errors) + ": nothing was run", host=p["host"])
     if p["mode"] == "run":

@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
-"""The cross-host acceptance (module_utils.fabric.xhost): the collective over all nodes judged as nccl-tests
-reports it (busbw against the slowest node's link), the thresholds and their ranges (docs/bad-inputs.md rows
+"""The cross-host acceptance (module_utils.fabric.acceptance, and xhost.summarize): the collective over all nodes
+judged as nccl-tests reports it (busbw against the slowest node's link), the thresholds and their ranges (docs/bad-inputs.md rows
 A01..), the memory bound, and the verdict per node - its pairs, its transport, its port speed, parity - on
 fabricated results; then the module writing xhost.json and xhost-NODE.json. The real SCRIPT with gloo:
 tests/e2e/test_xhost_rounds.py."""
@@ -17,7 +17,7 @@ import yaml
 
 from helpers import REPO, run_module
 
-from ansible_collections.sparkforge.stack.plugins.module_utils.fabric import fabric, xhost
+from ansible_collections.sparkforge.stack.plugins.module_utils.fabric import acceptance, fabric, xhost
 
 COLLECTION = os.path.join(REPO, "collections", "ansible_collections", "sparkforge", "stack")
 
@@ -47,7 +47,7 @@ def test_busbw_as_nccl_tests_defines_it():
     hosts = ["x%d" % i for i in range(n)]
     times = dict((h, 0.08) for h in hosts)
     times["x2"] = 0.1
-    rows = xhost.judge_collectives([raw("all_reduce", 10 ** 9, times), raw("all_gather", 25 * 10 ** 7, times)], n,
+    rows = acceptance.judge_collectives([raw("all_reduce", 10 ** 9, times), raw("all_gather", 25 * 10 ** 7, times)], n,
                                    200.0, 0.5)
     ar, ag = rows
     assert (ar["algbw"], ar["busbw"], ar["total_bytes"], ar["seconds"]) == (10.0, 15.0, 10 ** 9, 0.1)
@@ -57,18 +57,18 @@ def test_busbw_as_nccl_tests_defines_it():
     assert ag["pct_of_link"] == 30.0 and ag["slow"]
     assert ag["why"] == "busbw 7.500 GB/s is 30.0% of the slowest node's 200 Gb/s link (25.000 GB/s), below 50%"
     # Two nodes: all_reduce busbw = algbw (2 x 1/2), all_gather busbw = algbw / 2.
-    two = xhost.judge_collectives([raw("all_reduce", 10 ** 9, {"a": 0.1, "b": 0.1}),
+    two = acceptance.judge_collectives([raw("all_reduce", 10 ** 9, {"a": 0.1, "b": 0.1}),
                                    raw("all_gather", 10 ** 9, {"a": 0.2, "b": 0.2})], 2, None, 0.5)
     assert [(r["algbw"], r["busbw"], r["pct_of_link"], r["slow"]) for r in two] == [(10.0, 10.0, None, False),
                                                                                    (10.0, 5.0, None, False)]
 
 
 def test_a_result_not_exact_names_its_node():
-    rows = xhost.judge_collectives([raw("all_gather", 1 << 20, {"a": 0.1, "b": 0.1, "c": 0.1},
+    rows = acceptance.judge_collectives([raw("all_gather", 1 << 20, {"a": 0.1, "b": 0.1, "c": 0.1},
                                         {"a": True, "b": True, "c": False})], 3, None, 0.5)
     assert not rows[0]["exact"] and rows[0]["not_exact_on"] == ["c"] and "result not exact on c" in rows[0]["why"]
     summary = {"hosts": ["a", "b", "c"], "per_host": {}, "judged": {"pairs": []}, "collectives": rows}
-    verdicts = dict((v["node"], v) for v in xhost.node_verdicts(summary))
+    verdicts = dict((v["node"], v) for v in acceptance.node_verdicts(summary))
     assert verdicts["c"]["verdict"] == "fail" and verdicts["c"]["reasons"] == ["its all_gather result was not exact"]
     assert verdicts["a"]["verdict"] == "pass" and verdicts["a"]["reasons"] == []
 
@@ -131,13 +131,13 @@ def test_a_slow_collective_no_node_explains_fails_every_node():
 
 
 def test_a_port_below_its_rate_or_below_the_others_fails_its_node():
-    assert xhost.port_reasons({"a": 200.0, "b": 100.0, "c": 200.0}) == {
+    assert acceptance.port_reasons({"a": 200.0, "b": 100.0, "c": 200.0}) == {
         "b": ["its link runs at 100 Gb/s, where the other nodes' run at 200 Gb/s"]}
-    assert xhost.port_reasons({"a": 200.0, "b": 100.0}, rated=200.0) == {
+    assert acceptance.port_reasons({"a": 200.0, "b": 100.0}, rated=200.0) == {
         "b": ["its link runs at 100 Gb/s, below its rated 200 Gb/s"]}
     # Two nodes at different speeds and no rate: neither is "most".
-    assert xhost.port_reasons({"a": 200.0, "b": 100.0}) == {}
-    assert xhost.port_reasons({"a": None, "b": 200.0}) == {}
+    assert acceptance.port_reasons({"a": 200.0, "b": 100.0}) == {}
+    assert acceptance.port_reasons({"a": None, "b": 200.0}) == {}
     hosts = ["x1", "x2", "x3", "x4"]
     speeds = {"x1": 200.0, "x2": 200.0, "x3": 200.0, "x4": 100.0}
     hosts, results, speeds = four_node_run(all_pairs(hosts, None, fast=10.0), [], speeds=speeds)
@@ -148,11 +148,12 @@ def test_a_port_below_its_rate_or_below_the_others_fails_its_node():
 
 def test_parity_and_missing_nodes_in_the_verdict():
     summary = {"hosts": ["a", "b", "c"], "per_host": {}, "judged": None}
-    nodes = xhost.node_verdicts(summary, ["c: torch 2.9.1+cpu, where a has 2.13.0+cpu"])
+    nodes = acceptance.node_verdicts(summary, ["c: torch 2.9.1+cpu, where a has 2.13.0+cpu"])
     assert nodes == [{"node": "a", "verdict": "not checked", "reasons": ["no collective was run: other nodes differ"]},
                      {"node": "b", "verdict": "not checked", "reasons": ["no collective was run: other nodes differ"]},
                      {"node": "c", "verdict": "fail", "reasons": ["parity: torch 2.9.1+cpu, where a has 2.13.0+cpu"]}]
-    assert xhost.group_verdict(nodes)["failed"] == ["c"] and xhost.group_verdict(nodes)["not_checked"] == ["a", "b"]
+    group = acceptance.group_verdict(nodes)
+    assert group["failed"] == ["c"] and group["not_checked"] == ["a", "b"]
     results = {"a": {"status": "not_joined", "missing": ["c"]}, "b": {"status": "not_joined", "missing": ["c"]}}
     s = xhost.summarize(results, ["a", "b", "c"], {}, 0.5)
     assert [(v["node"], v["verdict"]) for v in s["nodes"]] == [("a", "not checked"), ("b", "not checked"),
@@ -161,33 +162,33 @@ def test_parity_and_missing_nodes_in_the_verdict():
 
 
 def test_node_file_names():
-    assert xhost.node_file("spark-1") == "xhost-spark-1.json"
+    assert acceptance.node_file("spark-1") == "xhost-spark-1.json"
     for bad in ("../x", "a/b", "", ".."):
-        with pytest.raises(xhost.XhostError):
-            xhost.node_file(bad)
+        with pytest.raises(acceptance.AcceptanceError):
+            acceptance.node_file(bad)
 
 
 # ------------------------------------------------------------------------------------------ memory
 def test_buffer_bytes_and_the_memory_cap(tmp_path):
     # 8 nodes, 256 MiB per node: the all_gather's input and its 8 x 256 MiB output, more than the 1 GiB pair buffer.
-    assert xhost.buffer_bytes([1 << 26, 1 << 30], [1 << 28], 8) == 9 << 28
-    assert xhost.buffer_bytes([1 << 30], [1 << 20], 2) == 1 << 30
+    assert acceptance.buffer_bytes([1 << 26, 1 << 30], [1 << 28], 8) == 9 << 28
+    assert acceptance.buffer_bytes([1 << 30], [1 << 20], 2) == 1 << 30
     meminfo = tmp_path / "meminfo"
     meminfo.write_text("MemTotal:       130000000 kB\nMemFree:         1000000 kB\nMemAvailable:    8388608 kB\n")
-    available = xhost.mem_available(str(meminfo))
+    available = acceptance.mem_available(str(meminfo))
     assert available == 8 << 30
     # 6 nodes: 7 x 256 MiB = 1.75 GiB under the 2 GiB cap (0.25 of 8 GiB); 16 nodes: 17 x 256 MiB is not.
-    assert xhost.check_memory("x1", [1 << 26], [1 << 28], 6, available, 0.25) is None
-    msg = xhost.check_memory("x1", [1 << 26], [1 << 28], 16, available, 0.25)
+    assert acceptance.check_memory("x1", [1 << 26], [1 << 28], 6, available, 0.25) is None
+    msg = acceptance.check_memory("x1", [1 << 26], [1 << 28], 16, available, 0.25)
     assert msg.startswith("x1: the check would hold 4563402752 bytes (4.25 GiB) of buffers - the all_gather of "
                           "268435456 bytes per node across 16 nodes keeps 17 times that"), msg
     assert "above its cap of 2147483648 bytes (2.00 GiB, xhost_max_memory_fraction 0.25 of MemAvailable 8.00 GiB)" \
         in msg and msg.endswith("lower xhost_collective_sizes or xhost_sizes, nothing was run")
     meminfo.write_text("MemTotal: 1 kB\n")
-    with pytest.raises(xhost.XhostError, match="has no MemAvailable line"):
-        xhost.mem_available(str(meminfo))
-    with pytest.raises(xhost.XhostError, match="cannot read MemAvailable from /nonexistent"):
-        xhost.mem_available("/nonexistent/meminfo")
+    with pytest.raises(acceptance.AcceptanceError, match="has no MemAvailable line"):
+        acceptance.mem_available(str(meminfo))
+    with pytest.raises(acceptance.AcceptanceError, match="cannot read MemAvailable from /nonexistent"):
+        acceptance.mem_available("/nonexistent/meminfo")
 
 
 # ------------------------------------------------------------------------------------------ thresholds (A rows)
@@ -221,16 +222,16 @@ def test_a_threshold_out_of_range_is_named_by_the_rule(bad, message):
     good = {"min_link_fraction": 0.5, "min_busbw_fraction": 0.5, "max_memory_fraction": 0.25,
             "collective_sizes": [1 << 28], "sizes": [1 << 26], "collective_iters": 20, "warmup_iters": 5,
             "max_message_bytes": 1 << 30}
-    assert xhost.check_acceptance(good) == []
-    assert xhost.check_acceptance(dict(good, **bad)) == [message]
+    assert acceptance.check_acceptance(good) == []
+    assert acceptance.check_acceptance(dict(good, **bad)) == [message]
 
 
 def test_a_threshold_of_the_wrong_type_is_named():
     """Types: the module's argument_spec converts ("0.5" to 0.5) and refuses what is no number; the rule itself
     refuses a bool or a string it is handed."""
-    assert xhost.check_acceptance({"min_busbw_fraction": True}) == [
+    assert acceptance.check_acceptance({"min_busbw_fraction": True}) == [
         "xhost_min_busbw_fraction: True is not a number: min_busbw_fraction must be a fraction of the link"]
-    assert xhost.check_acceptance({"collective_iters": "20"}) == [
+    assert acceptance.check_acceptance({"collective_iters": "20"}) == [
         "xhost_collective_iters: '20' is out of range: collective_iters must be a whole number of at least 1"]
 
 
