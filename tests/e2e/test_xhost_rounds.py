@@ -1,6 +1,7 @@
 """The cross-host check's pair rounds run for real: xhost.SCRIPT as the module runs it, one process per rank
 on this machine, torch's gloo over 127.0.0.1, five ranks (odd: every round has a bye) and four. Rank 0's
-result must hold every pair exactly once, each exact. Needs the CPU torch the container test installs
+result must hold every pair exactly once, each exact; then the collective over all ranks (all_reduce and
+all_gather), every rank's result exact, judged into algbw/busbw rows and a verdict per node. Needs the CPU torch the container test installs
 (~/.cache/sparkforge/xhost-torch-2.13.0, or SPARKFORGE_XHOST_TORCH); skipped without it."""
 
 import os
@@ -32,7 +33,7 @@ def free_port():
         return sock.getsockname()[1]
 
 
-def run_ranks(n, sizes=(1 << 20,), iters=3):
+def run_ranks(n, sizes=(1 << 20,), iters=3, collective_sizes=(), collective_iters=3):
     hosts = ["h%d" % i for i in range(n)]
     port, results = free_port(), {}
     env = {"PYTHONPATH": TORCH_DIR, "GLOO_SOCKET_IFNAME": "lo", "OMP_NUM_THREADS": "1"}
@@ -40,7 +41,8 @@ def run_ranks(n, sizes=(1 << 20,), iters=3):
     def one(rank):
         config = {"rank": rank, "hosts": hosts, "master_addr": "127.0.0.1", "master_port": port, "backend": "gloo",
                   "sizes": list(sizes), "iters": iters, "join_timeout": 60, "op_timeout": 60,
-                  "rounds": xhost.pair_rounds(n)}
+                  "rounds": xhost.pair_rounds(n), "collective_sizes": list(collective_sizes),
+                  "collective_iters": collective_iters, "warmup_iters": 1}
         results[rank] = xhost.run_script(sys.executable, config, 240, env=env)
 
     threads = [threading.Thread(target=one, args=(r,)) for r in range(n)]
@@ -62,6 +64,36 @@ def test_every_pair_once_in_rounds_over_gloo(n):
     met = sorted((p["a"], p["b"]) for p in first["pairs"])
     assert met == [(hosts[a], hosts[b]) for a in range(n) for b in range(a + 1, n)]
     assert all(p["exact"] and p["gbs"] > 0 for p in first["pairs"]), first["pairs"]
+    assert first["collectives"] == []
+
+
+@pytest.mark.usefixtures("needs_torch")
+@pytest.mark.parametrize("n", [3, 4])
+def test_the_collective_over_all_ranks_is_exact_and_judged(n):
+    """all_reduce and all_gather over every rank at two sizes after the pair rounds: every rank reports its time and
+    an exact result; summarize turns them into nccl-tests' algbw/busbw rows against the (stand-in) 1 Gb/s link, and
+    every node passes at a 0 threshold (gloo over loopback is no fabric to hold to a fraction of anything)."""
+    sizes = (1 << 20, 4 << 20)
+    hosts, results = run_ranks(n, collective_sizes=sizes)
+    for rank in range(n):
+        assert results[rank][0]["status"] == "ok", results[rank]
+    first = results[0][0]
+    assert [(c["op"], c["bytes"]) for c in first["collectives"]] == [
+        (op, size) for size in sizes for op in ("all_reduce", "all_gather")]
+    for c in first["collectives"]:
+        assert sorted(c["seconds"]) == sorted(hosts) and all(t > 0 for t in c["seconds"].values()), c
+        assert c["exact"] == dict((h, True) for h in hosts), c
+    speeds = dict((h, 1.0) for h in hosts)
+    summary = xhost.summarize(dict((hosts[r], dict(results[r][0], link_gbps=1.0)) for r in range(n)), hosts,
+                              speeds, 0.0, min_busbw_fraction=0.0)
+    rows = summary["collectives"]
+    assert [r["op"] for r in rows] == ["all_reduce", "all_gather"] * 2 and all(r["exact"] for r in rows), rows
+    for r in rows:
+        factor = 2.0 * (n - 1) / n if r["op"] == "all_reduce" else (n - 1) / float(n)
+        total = r["bytes"] * (n if r["op"] == "all_gather" else 1)
+        assert r["total_bytes"] == total and r["algbw"] == round(total / r["seconds"] / 1e9, 3), r
+        assert abs(r["busbw"] - r["algbw"] * factor) < 0.002 and r["link_gbps"] == 1.0, r
+    assert summary["passed"] and [v["verdict"] for v in summary["nodes"]] == ["pass"] * n, summary["nodes"]
 
 
 @pytest.mark.usefixtures("needs_torch")
