@@ -4,12 +4,16 @@ result must hold every pair exactly once, each exact; then the collective over a
 all_gather), every rank's result exact, judged into algbw/busbw rows and a verdict per node. Needs the CPU torch the container test installs
 (~/.cache/sparkforge/xhost-torch-2.13.0, or SPARKFORGE_XHOST_TORCH); skipped without it."""
 
+import json
 import os
+import re
+import subprocess
 import socket
 import sys
 import threading
 
 import pytest
+import yaml
 
 from helpers import REPO
 
@@ -125,3 +129,50 @@ def test_parity_module_refuses_before_any_collective(tmp_path):
     bad, rc = run_module("xhost_collectives", {"mode": "facts", "hosts": ["a", "b"], "python": sys.executable,
                                                "user": "no-such-user-sparkforge"})
     assert rc != 0 and "xhost_user no-such-user-sparkforge: user no-such-user-sparkforge does not exist" in bad["msg"]
+
+
+def playbook_on_local_hosts(tmp_path, port, host_vars=None):
+    """playbooks/xhost.yml on three inventory hosts that are all this machine (connection local), gloo over
+    127.0.0.1: the role as a user runs it - the versions and memory bound, parity, the run, the verdict."""
+    hosts = dict((h, dict((host_vars or {}).get(h, {}))) for h in ("h1", "h2", "h3"))
+    inventory = {"all": {"children": {"sparks": {"hosts": hosts, "vars": {
+        "ansible_connection": "local", "ansible_python_interpreter": sys.executable, "sparkforge_venv": "/unused",
+        "xhost_backend": "gloo", "xhost_python": sys.executable, "xhost_master_addr": "127.0.0.1",
+        "xhost_master_port": port, "xhost_link_speed_gbps": 1.0, "xhost_join_timeout": 30,
+        "xhost_env": {"PYTHONPATH": TORCH_DIR, "GLOO_SOCKET_IFNAME": "lo", "OMP_NUM_THREADS": "1"},
+        "xhost_sizes": [1 << 20], "xhost_iters": 3, "xhost_collective_sizes": [4 << 20], "xhost_collective_iters": 3,
+        "xhost_warmup_iters": 1, "xhost_report_dir": str(tmp_path / "reports")}}}}}
+    (tmp_path / "inventory.yml").write_text(yaml.safe_dump(inventory))
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"))
+    proc = subprocess.run(["ansible-playbook", "-i", str(tmp_path / "inventory.yml"), "playbooks/xhost.yml",
+                           "-e", "xhost_group=sparks"], cwd=REPO, env=env, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, universal_newlines=True, timeout=400, check=False)
+    reports = tmp_path / "reports"
+    read = dict((p.name, json.loads(p.read_text())) for p in reports.glob("*.json")) if reports.is_dir() else {}
+    return proc.returncode, proc.stdout, read
+
+
+@pytest.mark.usefixtures("needs_torch")
+def test_the_role_writes_the_collective_and_a_verdict_per_node(tmp_path):
+    rc, out, read = playbook_on_local_hosts(tmp_path, free_port())
+    assert rc == 0, out[-5000:]
+    group = read["xhost.json"]
+    assert group["verdict"] == {"verdict": "pass", "failed": [], "not_checked": [], "reasons": []}, group["verdict"]
+    assert [(r["op"], r["bytes"], r["exact"]) for r in group["collectives"]] == [
+        ("all_reduce", 4 << 20, True), ("all_gather", 4 << 20, True)]
+    for h in ("h1", "h2", "h3"):
+        assert read["xhost-%s.json" % h] == {"node": h, "verdict": "pass", "reasons": []}
+    assert "collective busbw GB/s: all_reduce: " in out
+
+
+@pytest.mark.usefixtures("needs_torch")
+def test_the_role_fails_only_the_odd_node(tmp_path):
+    """h3's python finds no torch (parity: torch none): h3 fails with that reason, h1 and h2 end not checked
+    (not failed), and nothing collective ran."""
+    rc, out, read = playbook_on_local_hosts(tmp_path, free_port(), {"h3": {"xhost_env": {"PYTHONPATH": "/nonexistent"}}})
+    assert rc == 2, out[-5000:]
+    assert "h3: fail (parity: torch none, where h1 has 2." in out, out[-5000:]
+    assert re.search(r"^h1\s+: ok=\d+\s+changed=0\s+unreachable=0\s+failed=0", out, re.M), out[-3000:]
+    assert re.search(r"^h3\s+: ok=\d+\s+changed=0\s+unreachable=0\s+failed=1", out, re.M), out[-3000:]
+    assert read["xhost-h3.json"]["verdict"] == "fail" and read["xhost-h1.json"]["verdict"] == "not checked"
+    assert read["xhost.json"]["verdict"]["failed"] == ["h3"] and "collectives" not in read["xhost.json"]

@@ -390,7 +390,7 @@ def parity(module, p):
 
 
 def write_verdicts(module, p, summary, nodes):
-    """xhost.json (the group's verdict and all it was judged on) and xhost-NODE.json per node into report_dir."""
+    """xhost.json (the group's verdict and all it was judged on), xhost.md and xhost-NODE.json per node."""
     files = {}
     if not p["report_dir"] or module.check_mode:
         return files
@@ -401,6 +401,8 @@ def write_verdicts(module, p, summary, nodes):
     makedirs(p["report_dir"])
     files["json"] = os.path.join(p["report_dir"], "xhost.json")
     atomic_write_text(files["json"], json.dumps(summary, indent=1, sort_keys=True) + "\n")
+    files["markdown"] = os.path.join(p["report_dir"], "xhost.md")
+    atomic_write_text(files["markdown"], xhost.render_markdown(summary))
     files["nodes"] = {}
     for v in nodes:
         path = os.path.join(p["report_dir"], names[v["node"]])
@@ -415,9 +417,6 @@ def summarize(module, p):
     summary = xhost.summarize(results, p["hosts"], speeds, p["min_link_fraction"], p["min_gbs"],
                               p["min_busbw_fraction"], p["rated_link_gbps"])
     files = write_verdicts(module, p, summary, summary["nodes"])
-    if files:
-        files["markdown"] = os.path.join(p["report_dir"], "xhost.md")
-        atomic_write_text(files["markdown"], xhost.render_markdown(summary))
     slowest = (summary["judged"] or {}).get("slowest")
     cross = xhost.cross_host(summary, at=utc_now(),
                              report=files.get("markdown"))
