@@ -7,8 +7,8 @@ all_gather), every rank's result exact, judged into algbw/busbw rows and a verdi
 import json
 import os
 import re
-import subprocess
 import socket
+import subprocess
 import sys
 import threading
 
