@@ -367,7 +367,8 @@ def facts(module, p):
     figures = memory(module, p, node)
     versions = xhost.host_facts(p["python"], p["user"], p["sysfs_root"], env=env)
     if p["user"] and versions["uid"] is None:
-        module.fail_json(msg="xhost_user %s: %s" % (p["user"], "; ".join(versions["notes"])), versions=versions)
+        module.fail_json(msg="xhost_user %s: %s" % (p["user"], "; ".join(versions["notes"])), versions=versions,
+                         host=node)
     module.exit_json(changed=False, versions=versions, memory=figures)
 
 

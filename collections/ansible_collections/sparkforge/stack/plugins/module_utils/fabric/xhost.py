@@ -140,10 +140,13 @@ for size in cfg.get("collective_sizes") or []:
             def step():
                 dist.all_reduce(x)
         else:
+            # Into one flat output (what nccl-tests times; a list of outputs adds a copy): all_gather_single where
+            # torch has it (2.13 deprecates the older name), all_gather_into_tensor before.
             y = torch.zeros(world * count, device=device)
             parts = list(y.chunk(world))
+            gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
             def step():
-                dist.all_gather(parts, x)
+                gather(y, x)
         for _ in range(warmup):
             step()
         sync()
@@ -162,7 +165,7 @@ for size in cfg.get("collective_sizes") or []:
         else:
             # The input is untouched: the last timed run's output must hold every rank's r + 1.
             ok = all(bool((parts[r] == float(r + 1)).all()) for r in range(world))
-            del y, parts
+            del y, parts, gather
         del x, step
         if device == "cuda":
             torch.cuda.empty_cache()
