@@ -257,7 +257,8 @@ def git_status():
                  "0.9 (a fraction of MemAvailable); xhost_collective_iters: 0 is out of range", id="A04-A08-module"),
     pytest.param({"collective_sizes": [6], "sizes": [1 << 31]}, "xhost_sizes: [2147483648] above "
                  "xhost_max_message_bytes 1073741824", id="A05-A07-module"),
-    pytest.param({"min_busbw_fraction": "fast"}, "argument 'min_busbw_fraction' is of type", id="A11"),
+    pytest.param({"min_busbw_fraction": "fast"}, "argument 'min_busbw_fraction' is of type str and we were unable "
+                 "to convert to float", id="A11"),
     # One run, five rows: every bad value is named in the one message.
     pytest.param({"min_link_fraction": 1.5, "max_memory_fraction": 0.0, "collective_sizes": [], "warmup_iters": -1,
                   "max_message_bytes": 0},
