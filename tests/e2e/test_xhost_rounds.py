@@ -1,7 +1,9 @@
 """The cross-host check's pair rounds run for real: xhost.SCRIPT as the module runs it, one process per rank
 on this machine, torch's gloo over 127.0.0.1, five ranks (odd: every round has a bye) and four. Rank 0's
 result must hold every pair exactly once, each exact; then the collective over all ranks (all_reduce and
-all_gather), every rank's result exact, judged into algbw/busbw rows and a verdict per node. Needs the CPU torch the container test installs
+all_gather), every rank's result exact, judged into algbw/busbw rows and a verdict per node. Then the role itself
+(playbooks/xhost.yml) on three inventory hosts that are all this machine: a pass per node, a parity failure and a
+memory refusal each failing only the node named. Needs the CPU torch the container test installs
 (~/.cache/sparkforge/xhost-torch-2.13.0, or SPARKFORGE_XHOST_TORCH); skipped without it."""
 
 import json
@@ -176,3 +178,16 @@ def test_the_role_fails_only_the_odd_node(tmp_path):
     assert re.search(r"^h3\s+: ok=\d+\s+changed=0\s+unreachable=0\s+failed=1", out, re.M), out[-3000:]
     assert read["xhost-h3.json"]["verdict"] == "fail" and read["xhost-h1.json"]["verdict"] == "not checked"
     assert read["xhost.json"]["verdict"]["failed"] == ["h3"] and "collectives" not in read["xhost.json"]
+
+
+def test_the_role_refuses_a_node_whose_buffers_do_not_fit(tmp_path):
+    """h2 asks for 1 GiB per node under 0.01 of its MemAvailable (4 GiB of buffers with three nodes): h2 fails
+    before anything runs, named with the bytes and its cap, and h1 and h3 end not checked (not failed)."""
+    rc, out, read = playbook_on_local_hosts(tmp_path, free_port(), {"h2": {"xhost_collective_sizes": [1 << 30],
+                                                                           "xhost_max_memory_fraction": 0.01}})
+    assert rc == 2, out[-5000:]
+    assert "h2: the check would hold 4294967296 bytes (4.00 GiB) of buffers" in " ".join(out.split()), out[-5000:]
+    assert "h1: not checked (refused before the check: h2)" in out, out[-5000:]
+    assert re.search(r"^h1\s+: ok=\d+\s+changed=0\s+unreachable=0\s+failed=0", out, re.M), out[-3000:]
+    assert re.search(r"^h2\s+: ok=\d+\s+changed=0\s+unreachable=0\s+failed=1", out, re.M), out[-3000:]
+    assert read == {}
