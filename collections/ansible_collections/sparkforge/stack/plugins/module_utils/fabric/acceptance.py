@@ -9,6 +9,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.sparkforge.stack.plugins.module_utils.fabric import fabric
+
 
 class AcceptanceError(Exception):
     pass
@@ -160,6 +162,21 @@ def port_reasons(speeds, rated=None):
     return out
 
 
+def transport_reasons(lines):
+    """Per node, why its transport is wrong: NCCL's own lines (fabric.nccl_transport) say it went over sockets where
+    most nodes that printed lines went over IB/RoCE. lines: {node: nccl_net lines}. {node: [sentences]}."""
+    used = dict((h, fabric.nccl_transport(v or [])) for h, v in lines.items() if v)
+    kinds = [u["transport"] for u in used.values() if u["transport"]]
+    out = {}
+    if kinds.count("IB") * 2 <= len(kinds):
+        return out
+    for h, u in used.items():
+        if u["transport"] == "Socket":
+            out[h] = ["NCCL went over sockets (NET/Socket on %s) where the other nodes used RoCE/InfiniBand: check "
+                      "NCCL_IB_HCA and NCCL_IB_DISABLE on it" % (", ".join(u["sockets"]) or "?")]
+    return out
+
+
 def node_verdicts(summary, parity_differences=None):
     """The verdict per node, {node, verdict: pass|fail|not checked, reasons}, from what summarize found: its pairs
     (all of them slow while others are fine), its transport (NCCL's lines via fabric.diagnose), its port speed,
@@ -176,9 +193,10 @@ def node_verdicts(summary, parity_differences=None):
         entry = per_host.get(h) or {}
         if entry.get("reason") or entry.get("status"):
             reasons[h].append(entry.get("reason") or entry.get("status"))
-    for h, why in (summary.get("port") or {}).items():
-        if h in reasons:
-            reasons[h] += [w for w in why if w not in reasons[h]]
+    for source in ("port", "transport"):
+        for h, why in (summary.get(source) or {}).items():
+            if h in reasons:
+                reasons[h] += [w for w in why if w not in reasons[h]]
     for row in summary.get("collectives") or []:
         for h in row.get("not_exact_on") or []:
             reasons[h].append("its %s result was not exact" % row["op"])

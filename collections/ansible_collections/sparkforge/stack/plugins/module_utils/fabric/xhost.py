@@ -27,7 +27,7 @@ import subprocess
 
 from ansible_collections.sparkforge.stack.plugins.module_utils.fabric import fabric
 from ansible_collections.sparkforge.stack.plugins.module_utils.fabric.acceptance import (
-    group_verdict, judge_collectives, node_verdicts, port_reasons)
+    group_verdict, judge_collectives, node_verdicts, port_reasons, transport_reasons)
 
 # Runs on every host with the stack's python. argv[1] is the JSON config; the last stdout line
 # is the JSON result.
@@ -471,6 +471,7 @@ def summarize(results, hosts, speeds, min_fraction, min_gbs=None, min_busbw_frac
                "min_busbw_fraction": min_busbw_fraction, "rated_gbps": rated_gbps,
                "collectives": collectives, "collective_link_gbps": link,
                "port": port_reasons(dict((h, speeds.get(h)) for h in hosts), rated_gbps),
+               "transport": transport_reasons(dict((h, per_host[h].get("nccl_net")) for h in hosts)),
                "backend": (first or {}).get("backend")}
     nodes = node_verdicts(summary)
     for v in nodes:

@@ -146,6 +146,30 @@ def test_a_port_below_its_rate_or_below_the_others_fails_its_node():
     assert s["per_host"]["x4"]["reason"] == "its link runs at 100 Gb/s, where the other nodes' run at 200 Gb/s"
 
 
+ROCE_LOG = """\
+x1:5120:5120 [0] NCCL INFO NET/IB : Using [0]rocep1s0f0:1/RoCE [1]roceP2p1s0f0:1/RoCE [RO]; OOB enp1s0f0np0:10.0.0.1<0>
+x1:5120:5120 [0] NCCL INFO Using network IB
+x1:5120:5160 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] [send] via NET/IB/0/GDRDMA
+"""
+
+
+def test_a_node_whose_nccl_went_over_sockets_is_named_though_its_pairs_pass():
+    """x3's NCCL lines say NET/Socket where x1, x2 and x4 used RoCE; its pairs are not below the threshold (a
+    generous one), yet x3 is the odd node, named with NCCL's word."""
+    hosts = ["x1", "x2", "x3", "x4"]
+    nccl = dict((h, ROCE_LOG) for h in hosts)
+    nccl["x3"] = SOCKETS_LOG
+    hosts, results, speeds = four_node_run(all_pairs(hosts, None), [], nccl=nccl)
+    s = xhost.summarize(results, hosts, speeds, 0.5, min_busbw_fraction=0.5)
+    assert s["failed_hosts"] == ["x3"], s["nodes"]
+    assert s["per_host"]["x3"]["reasons"] == [
+        "NCCL went over sockets (NET/Socket on enP7s7) where the other nodes used RoCE/InfiniBand: check "
+        "NCCL_IB_HCA and NCCL_IB_DISABLE on it"]
+    # Sockets everywhere (gloo, or a cluster without RDMA): no node is odd.
+    assert acceptance.transport_reasons(dict((h, fabric.nccl_net_lines(SOCKETS_LOG)) for h in hosts)) == {}
+    assert acceptance.transport_reasons({"a": [], "b": None}) == {}
+
+
 def test_parity_and_missing_nodes_in_the_verdict():
     summary = {"hosts": ["a", "b", "c"], "per_host": {}, "judged": None}
     nodes = acceptance.node_verdicts(summary, ["c: torch 2.9.1+cpu, where a has 2.13.0+cpu"])
