@@ -67,7 +67,7 @@ def check_acceptance(params):
         if isinstance(cap, int) and not isinstance(cap, bool) and cap >= 4:
             over = [s for s in sizes if s not in bad and s > cap]
             if over:
-                errors.append("%s: %s above xhost_max_message_bytes %d: %s are capped at max_message_bytes"
+                errors.append("%s: %s above xhost_max_message_bytes %d: %s may be at most max_message_bytes"
                               % (var, over, cap, key))
     return errors
 

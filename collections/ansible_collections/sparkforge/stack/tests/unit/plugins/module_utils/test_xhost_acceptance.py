@@ -231,7 +231,7 @@ A_ROWS = [
     pytest.param({"collective_sizes": []}, "xhost_collective_sizes: [] has no size: collective_sizes needs at least "
                  "one", id="A06"),
     pytest.param({"sizes": [1 << 31], "max_message_bytes": 1 << 30}, "xhost_sizes: [2147483648] above "
-                 "xhost_max_message_bytes 1073741824: sizes are capped at max_message_bytes", id="A07"),
+                 "xhost_max_message_bytes 1073741824: sizes may be at most max_message_bytes", id="A07"),
     pytest.param({"collective_iters": 0}, "xhost_collective_iters: 0 is out of range: collective_iters must be a "
                  "whole number of at least 1", id="A08"),
     pytest.param({"warmup_iters": -1}, "xhost_warmup_iters: -1 is out of range: warmup_iters must be a whole "
