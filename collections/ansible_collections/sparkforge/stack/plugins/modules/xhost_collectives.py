@@ -311,7 +311,7 @@ def memory(module, p, node):
     need = acceptance.buffer_bytes(p["sizes"], p["collective_sizes"], len(p["hosts"]))
     figures = dict(need=need, cap=int(p["max_memory_fraction"] * available), available=available)
     refused = acceptance.check_memory(node, p["sizes"], p["collective_sizes"], len(p["hosts"]), available,
-                                 p["max_memory_fraction"])
+                                      p["max_memory_fraction"])
     if refused:
         module.fail_json(msg=refused, memory=figures, host=node)
     return figures
@@ -351,8 +351,8 @@ def run(module, p):
               "collective_iters": p["collective_iters"], "warmup_iters": p["warmup_iters"]}
     # Joining, the verdict, every round, then each collective and size: bounded so a wedged collective cannot hang
     # the play.
-    limit = 2 * p["join_timeout"] + 60 + p["op_timeout"] * (2 + len(config["rounds"]) * len(p["sizes"])
-                                                             + 2 * len(p["collective_sizes"]))
+    runs = 2 + len(config["rounds"]) * len(p["sizes"]) + 2 * len(p["collective_sizes"])
+    limit = 2 * p["join_timeout"] + 60 + p["op_timeout"] * runs
     result, stderr = xhost.run_script(p["python"], config, limit, env=env)
     result.update(base)
     result["stderr_tail"] = stderr

@@ -47,8 +47,8 @@ def test_busbw_as_nccl_tests_defines_it():
     hosts = ["x%d" % i for i in range(n)]
     times = dict((h, 0.08) for h in hosts)
     times["x2"] = 0.1
-    rows = acceptance.judge_collectives([raw("all_reduce", 10 ** 9, times), raw("all_gather", 25 * 10 ** 7, times)], n,
-                                   200.0, 0.5)
+    rows = acceptance.judge_collectives([raw("all_reduce", 10 ** 9, times), raw("all_gather", 25 * 10 ** 7, times)],
+                                        n, 200.0, 0.5)
     ar, ag = rows
     assert (ar["algbw"], ar["busbw"], ar["total_bytes"], ar["seconds"]) == (10.0, 15.0, 10 ** 9, 0.1)
     assert (ag["algbw"], ag["busbw"], ag["total_bytes"]) == (10.0, 7.5, 10 ** 9)
@@ -58,9 +58,9 @@ def test_busbw_as_nccl_tests_defines_it():
     assert ag["why"] == "busbw 7.500 GB/s is 30.0% of the slowest node's 200 Gb/s link (25.000 GB/s), below 50%"
     # Two nodes: all_reduce busbw = algbw (2 x 1/2), all_gather busbw = algbw / 2.
     two = acceptance.judge_collectives([raw("all_reduce", 10 ** 9, {"a": 0.1, "b": 0.1}),
-                                   raw("all_gather", 10 ** 9, {"a": 0.2, "b": 0.2})], 2, None, 0.5)
-    assert [(r["algbw"], r["busbw"], r["pct_of_link"], r["slow"]) for r in two] == [(10.0, 10.0, None, False),
-                                                                                   (10.0, 5.0, None, False)]
+                                        raw("all_gather", 10 ** 9, {"a": 0.2, "b": 0.2})], 2, None, 0.5)
+    got = [(r["algbw"], r["busbw"], r["pct_of_link"], r["slow"]) for r in two]
+    assert got == [(10.0, 10.0, None, False), (10.0, 5.0, None, False)]
 
 
 def test_a_result_not_exact_names_its_node():
@@ -78,8 +78,8 @@ def four_node_run(pairs, collectives, nccl=None, speeds=None):
     speeds = speeds or dict((h, 200.0) for h in hosts)
     first = {"status": "ok", "backend": "nccl", "checks": [{"name": "all_reduce", "status": "pass", "detail": "-"}],
              "pairs": pairs, "collectives": collectives}
-    results = dict((h, {"status": "ok", "link_gbps": speeds[h], "nccl_net": fabric.nccl_net_lines((nccl or {})
-                                                                                                 .get(h, ""))})
+    nccl = nccl or {}
+    results = dict((h, {"status": "ok", "link_gbps": speeds[h], "nccl_net": fabric.nccl_net_lines(nccl.get(h, ""))})
                    for h in hosts)
     results["x1"].update(first)
     return hosts, results, speeds
@@ -180,8 +180,8 @@ def test_parity_and_missing_nodes_in_the_verdict():
     assert group["failed"] == ["c"] and group["not_checked"] == ["a", "b"]
     results = {"a": {"status": "not_joined", "missing": ["c"]}, "b": {"status": "not_joined", "missing": ["c"]}}
     s = xhost.summarize(results, ["a", "b", "c"], {}, 0.5)
-    assert [(v["node"], v["verdict"]) for v in s["nodes"]] == [("a", "not checked"), ("b", "not checked"),
-                                                              ("c", "fail")]
+    expected = [("a", "not checked"), ("b", "not checked"), ("c", "fail")]
+    assert [(v["node"], v["verdict"]) for v in s["nodes"]] == expected
     assert s["nodes"][0]["reasons"] == ["waiting for c"] and s["failed_hosts"] == ["c"]
 
 
@@ -339,9 +339,8 @@ def test_module_defaults_are_the_manifests_data():
 def test_summarize_writes_the_verdict_per_node(tmp_path):
     hosts = ["x1", "x2", "x3", "x4"]
     times = dict((h, 0.01) for h in hosts)
-    hosts, results, speeds = four_node_run(all_pairs(hosts, "x3"), [raw("all_reduce", 1 << 26, times),
-                                                                     raw("all_gather", 1 << 26, times)],
-                                           nccl={"x3": SOCKETS_LOG})
+    collectives = [raw("all_reduce", 1 << 26, times), raw("all_gather", 1 << 26, times)]
+    hosts, results, speeds = four_node_run(all_pairs(hosts, "x3"), collectives, nccl={"x3": SOCKETS_LOG})
     for h in hosts:
         results[h]["link_gbps"] = speeds[h]
     fleet = tmp_path / "fleet-summary.json"
