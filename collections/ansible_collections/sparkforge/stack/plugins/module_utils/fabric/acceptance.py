@@ -150,12 +150,14 @@ def port_reasons(speeds, rated=None):
     counts = {}
     for s in known.values():
         counts[s] = counts.get(s, 0) + 1
-    common = max(counts, key=lambda s: (counts[s], s)) if counts else None
+    if not counts:
+        return out
+    common = max(counts, key=lambda s: (counts[s], s))
     for h, s in known.items():
         why = []
         if rated and s < rated:
             why.append("its link runs at %g Gb/s, below its rated %g Gb/s" % (s, rated))
-        elif common and counts[common] > 1 and s < common:
+        elif counts[common] > 1 and s < common:
             why.append("its link runs at %g Gb/s, where the other nodes' run at %g Gb/s" % (s, common))
         if why:
             out[h] = why
