@@ -133,6 +133,7 @@ def cluster(torch_dir, tmp_path_factory):
             "xhost_backend": "gloo", "xhost_python": "/usr/bin/python3", "xhost_env": {"PYTHONPATH": "/opt/xtorch"},
             "xhost_master_addr": addresses["x1"], "xhost_report_dir": str(reports),
             "xhost_link_speed_gbps": 1.0, "xhost_sizes": [1 << 20, 4 << 20], "xhost_iters": 3,
+            "xhost_collective_sizes": [1 << 20], "xhost_collective_iters": 3, "xhost_warmup_iters": 1,
             "xhost_join_timeout": 20, "xhost_op_timeout": 60}
         # The guide's checkout, where its commands run as written: the cluster is inventory/sparks.yml.
         checkout = user_checkout(root)
@@ -262,6 +263,10 @@ def test_cluster_check_then_run_then_a_rerun_that_changes_nothing(cluster):
     assert [(p["a"], p["b"]) for p in pairs] == [("x1", "x2")]
     assert all(p["exact"] and p["gbs"] > 0 and p["link_gbps"] == 1.0 for p in pairs), pairs
     assert "Slowest pair:" in (cluster["reports"] / "xhost.md").read_text()
+    # The collective over both hosts, exact, and a verdict per host beside xhost.json.
+    assert [(r["op"], r["exact"]) for r in summary["collectives"]] == [("all_reduce", True), ("all_gather", True)]
+    for host in ("x1", "x2"):
+        assert json.loads((cluster["reports"] / ("xhost-%s.json" % host)).read_text())["verdict"] == "pass"
     fleet = json.loads((cluster["reports"] / "fleet-summary.json").read_text())
     assert fleet["x1"] == {"state": "provisioned"} and fleet["cross_host"]["passed"]
     assert fleet["cross_host"]["slowest"]["gbs"] == min(p["gbs"] for p in pairs)
@@ -321,6 +326,8 @@ def test_a_host_that_never_joins_is_named_within_the_join_timeout(cluster):
     assert summary["missing"] == ["x2"] and not summary["passed"], summary
     assert summary["per_host"]["x2"]["status"] == "unreachable"
     assert summary["per_host"]["x1"]["status"] == "not checked", summary["per_host"]
+    assert json.loads((cluster["reports"] / "xhost-x1.json").read_text())["verdict"] == "not checked"
+    assert json.loads((cluster["reports"] / "xhost-x2.json").read_text())["verdict"] == "fail"
     assert "x2 never joined within 10 s" in out
     # Ended by the join timeout (10 s), not by the play's own limit for a hung collective (minutes).
     assert cluster["seconds"] < 150, cluster["seconds"]

@@ -1,14 +1,21 @@
 """The cross-host check's pair rounds run for real: xhost.SCRIPT as the module runs it, one process per rank
 on this machine, torch's gloo over 127.0.0.1, five ranks (odd: every round has a bye) and four. Rank 0's
-result must hold every pair exactly once, each exact. Needs the CPU torch the container test installs
+result must hold every pair exactly once, each exact; then the collective over all ranks (all_reduce and
+all_gather), every rank's result exact, judged into algbw/busbw rows and a verdict per node. Then the role itself
+(playbooks/xhost.yml) on three inventory hosts that are all this machine: a pass per node, a parity failure and a
+memory refusal each failing only the node named. Needs the CPU torch the container test installs
 (~/.cache/sparkforge/xhost-torch-2.13.0, or SPARKFORGE_XHOST_TORCH); skipped without it."""
 
+import json
 import os
+import re
 import socket
+import subprocess
 import sys
 import threading
 
 import pytest
+import yaml
 
 from helpers import REPO
 
@@ -32,7 +39,7 @@ def free_port():
         return sock.getsockname()[1]
 
 
-def run_ranks(n, sizes=(1 << 20,), iters=3):
+def run_ranks(n, sizes=(1 << 20,), iters=3, collective_sizes=(), collective_iters=3):
     hosts = ["h%d" % i for i in range(n)]
     port, results = free_port(), {}
     env = {"PYTHONPATH": TORCH_DIR, "GLOO_SOCKET_IFNAME": "lo", "OMP_NUM_THREADS": "1"}
@@ -40,7 +47,8 @@ def run_ranks(n, sizes=(1 << 20,), iters=3):
     def one(rank):
         config = {"rank": rank, "hosts": hosts, "master_addr": "127.0.0.1", "master_port": port, "backend": "gloo",
                   "sizes": list(sizes), "iters": iters, "join_timeout": 60, "op_timeout": 60,
-                  "rounds": xhost.pair_rounds(n)}
+                  "rounds": xhost.pair_rounds(n), "collective_sizes": list(collective_sizes),
+                  "collective_iters": collective_iters, "warmup_iters": 1}
         results[rank] = xhost.run_script(sys.executable, config, 240, env=env)
 
     threads = [threading.Thread(target=one, args=(r,)) for r in range(n)]
@@ -62,6 +70,36 @@ def test_every_pair_once_in_rounds_over_gloo(n):
     met = sorted((p["a"], p["b"]) for p in first["pairs"])
     assert met == [(hosts[a], hosts[b]) for a in range(n) for b in range(a + 1, n)]
     assert all(p["exact"] and p["gbs"] > 0 for p in first["pairs"]), first["pairs"]
+    assert first["collectives"] == []
+
+
+@pytest.mark.usefixtures("needs_torch")
+@pytest.mark.parametrize("n", [3, 4])
+def test_the_collective_over_all_ranks_is_exact_and_judged(n):
+    """all_reduce and all_gather over every rank at two sizes after the pair rounds: every rank reports its time and
+    an exact result; summarize turns them into nccl-tests' algbw/busbw rows against the (stand-in) 1 Gb/s link, and
+    every node passes at a 0 threshold (gloo over loopback is no fabric to hold to a fraction of anything)."""
+    sizes = (1 << 20, 4 << 20)
+    hosts, results = run_ranks(n, collective_sizes=sizes)
+    for rank in range(n):
+        assert results[rank][0]["status"] == "ok", results[rank]
+    first = results[0][0]
+    assert [(c["op"], c["bytes"]) for c in first["collectives"]] == [
+        (op, size) for size in sizes for op in ("all_reduce", "all_gather")]
+    for c in first["collectives"]:
+        assert sorted(c["seconds"]) == sorted(hosts) and all(t > 0 for t in c["seconds"].values()), c
+        assert c["exact"] == dict((h, True) for h in hosts), c
+    speeds = dict((h, 1.0) for h in hosts)
+    summary = xhost.summarize(dict((hosts[r], dict(results[r][0], link_gbps=1.0)) for r in range(n)), hosts,
+                              speeds, 0.0, min_busbw_fraction=0.0)
+    rows = summary["collectives"]
+    assert [r["op"] for r in rows] == ["all_reduce", "all_gather"] * 2 and all(r["exact"] for r in rows), rows
+    for r in rows:
+        factor = 2.0 * (n - 1) / n if r["op"] == "all_reduce" else (n - 1) / float(n)
+        total = r["bytes"] * (n if r["op"] == "all_gather" else 1)
+        assert r["total_bytes"] == total and r["algbw"] == round(total / r["seconds"] / 1e9, 3), r
+        assert abs(r["busbw"] - r["algbw"] * factor) < 0.002 and r["link_gbps"] == 1.0, r
+    assert summary["passed"] and [v["verdict"] for v in summary["nodes"]] == ["pass"] * n, summary["nodes"]
 
 
 @pytest.mark.usefixtures("needs_torch")
@@ -93,3 +131,63 @@ def test_parity_module_refuses_before_any_collective(tmp_path):
     bad, rc = run_module("xhost_collectives", {"mode": "facts", "hosts": ["a", "b"], "python": sys.executable,
                                                "user": "no-such-user-sparkforge"})
     assert rc != 0 and "xhost_user no-such-user-sparkforge: user no-such-user-sparkforge does not exist" in bad["msg"]
+
+
+def playbook_on_local_hosts(tmp_path, port, host_vars=None):
+    """playbooks/xhost.yml on three inventory hosts that are all this machine (connection local), gloo over
+    127.0.0.1: the role as a user runs it - the versions and memory bound, parity, the run, the verdict."""
+    hosts = dict((h, dict((host_vars or {}).get(h, {}))) for h in ("h1", "h2", "h3"))
+    inventory = {"all": {"children": {"sparks": {"hosts": hosts, "vars": {
+        "ansible_connection": "local", "ansible_python_interpreter": sys.executable, "sparkforge_venv": "/unused",
+        "xhost_backend": "gloo", "xhost_python": sys.executable, "xhost_master_addr": "127.0.0.1",
+        "xhost_master_port": port, "xhost_link_speed_gbps": 1.0, "xhost_join_timeout": 30,
+        "xhost_env": {"PYTHONPATH": TORCH_DIR, "GLOO_SOCKET_IFNAME": "lo", "OMP_NUM_THREADS": "1"},
+        "xhost_sizes": [1 << 20], "xhost_iters": 3, "xhost_collective_sizes": [4 << 20], "xhost_collective_iters": 3,
+        "xhost_warmup_iters": 1, "xhost_report_dir": str(tmp_path / "reports")}}}}}
+    (tmp_path / "inventory.yml").write_text(yaml.safe_dump(inventory))
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"))
+    proc = subprocess.run(["ansible-playbook", "-i", str(tmp_path / "inventory.yml"), "playbooks/xhost.yml",
+                           "-e", "xhost_group=sparks"], cwd=REPO, env=env, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, universal_newlines=True, timeout=400, check=False)
+    reports = tmp_path / "reports"
+    read = dict((p.name, json.loads(p.read_text())) for p in reports.glob("*.json")) if reports.is_dir() else {}
+    return proc.returncode, proc.stdout, read
+
+
+@pytest.mark.usefixtures("needs_torch")
+def test_the_role_writes_the_collective_and_a_verdict_per_node(tmp_path):
+    rc, out, read = playbook_on_local_hosts(tmp_path, free_port())
+    assert rc == 0, out[-5000:]
+    group = read["xhost.json"]
+    assert group["verdict"] == {"verdict": "pass", "failed": [], "not_checked": [], "reasons": []}, group["verdict"]
+    assert [(r["op"], r["bytes"], r["exact"]) for r in group["collectives"]] == [
+        ("all_reduce", 4 << 20, True), ("all_gather", 4 << 20, True)]
+    for h in ("h1", "h2", "h3"):
+        assert read["xhost-%s.json" % h] == {"node": h, "verdict": "pass", "reasons": []}
+    assert "collective busbw GB/s: all_reduce: " in out
+
+
+@pytest.mark.usefixtures("needs_torch")
+def test_the_role_fails_only_the_odd_node(tmp_path):
+    """h3's python finds no torch (parity: torch none): h3 fails with that reason, h1 and h2 end not checked
+    (not failed), and nothing collective ran."""
+    rc, out, read = playbook_on_local_hosts(tmp_path, free_port(), {"h3": {"xhost_env": {"PYTHONPATH": "/nonexistent"}}})
+    assert rc == 2, out[-5000:]
+    assert "h3: fail (parity: torch none, where h1 has 2." in out, out[-5000:]
+    assert re.search(r"^h1\s+: ok=\d+\s+changed=0\s+unreachable=0\s+failed=0", out, re.M), out[-3000:]
+    assert re.search(r"^h3\s+: ok=\d+\s+changed=0\s+unreachable=0\s+failed=1", out, re.M), out[-3000:]
+    assert read["xhost-h3.json"]["verdict"] == "fail" and read["xhost-h1.json"]["verdict"] == "not checked"
+    assert read["xhost.json"]["verdict"]["failed"] == ["h3"] and "collectives" not in read["xhost.json"]
+
+
+def test_the_role_refuses_a_node_whose_buffers_do_not_fit(tmp_path):
+    """h2 asks for 1 GiB per node under 0.01 of its MemAvailable (4 GiB of buffers with three nodes): h2 fails
+    before anything runs, named with the bytes and its cap, and h1 and h3 end not checked (not failed)."""
+    rc, out, read = playbook_on_local_hosts(tmp_path, free_port(), {"h2": {"xhost_collective_sizes": [1 << 30],
+                                                                           "xhost_max_memory_fraction": 0.01}})
+    assert rc == 2, out[-5000:]
+    assert "h2: the check would hold 4294967296 bytes (4.00 GiB) of buffers" in " ".join(out.split()), out[-5000:]
+    assert "h1: not checked (refused before the check: h2)" in out, out[-5000:]
+    assert re.search(r"^h1\s+: ok=\d+\s+changed=0\s+unreachable=0\s+failed=0", out, re.M), out[-3000:]
+    assert re.search(r"^h2\s+: ok=\d+\s+changed=0\s+unreachable=0\s+failed=1", out, re.M), out[-3000:]
+    assert read == {}

@@ -19,13 +19,22 @@ description:
     tells the others their names and the check ends (no hang in C(init_process_group)). Then an all_reduce
     checked for the exact sum, and a send/recv ping-pong between every pair of hosts for the bandwidth of each
     pair, in rounds of disjoint pairs - all pairs of a round at once, N-1 rounds for N hosts (N for odd N).
+    Then the collective over all hosts - all_reduce and all_gather of each of I(collective_sizes) bytes per
+    host, I(warmup_iters) warm-up runs and I(collective_iters) timed ones, each result checked exact.
+  - Before anything runs (C(run) and C(facts), check mode too) - the buffers one host would hold (the largest pair
+    buffer, or the all_gather's input and output, I(hosts) times the input) against I(max_memory_fraction) of
+    the host's C(MemAvailable); above it the host is refused, naming it, the bytes and the cap. Every threshold and
+    size is checked against its range first, naming the role variable and its value.
     NCCL runs on the GPU over the configured interface or HCA (C(NCCL_SOCKET_IFNAME), C(NCCL_IB_HCA)); gloo on
     the CPU (C(GLOO_SOCKET_IFNAME)).
   - Each host also reads the speed of the link the collectives use, from sysfs (C(/sys/class/net/IF/speed),
     or C(/sys/class/infiniband/HCA/ports/N/rate)).
   - With I(mode=summarize), on the controller, combines the hosts' results - who never joined, each pair's
     best bandwidth against the slower NIC of the pair, the slowest pair, the hosts whose every pair is below
-    the threshold - and writes C(xhost.json) and C(xhost.md) into I(report_dir).
+    the threshold, the collective's algbw and busbw (as nccl-tests defines them - all_reduce algbw x 2(n-1)/n,
+    all_gather algbw x (n-1)/n of the total gathered bytes) against the slowest host's link, each host's port
+    speed - into a verdict per host (pass, fail or not checked, with its reasons), and writes C(xhost.json) (the
+    group's verdict), C(xhost-NODE.json) per host and C(xhost.md) into I(report_dir).
   - Reads only; it changes nothing on the hosts. The report is not counted as a change.
 author:
   - sparkforge developers (@sparkforge)
@@ -123,6 +132,42 @@ options:
   min_gbs:
     description: For C(summarize) - a pair below this many GB/s is slow, whatever the link speed.
     type: float
+  min_busbw_fraction:
+    description:
+      - For C(summarize) - the collective is slow when its busbw is below this fraction of the slowest host's link
+        (Gb/s / 8). The role passes C(sparkforge_xhost_acceptance.min_busbw_fraction).
+    type: float
+    default: 0.5
+  rated_link_gbps:
+    description: For C(summarize) - the speed every host's link is rated at (Gb/s); a host below it fails. Without
+      it, a host whose link is slower than most hosts' fails.
+    type: float
+  collective_sizes:
+    description: Bytes per host of the all_reduce and the all_gather over all hosts (multiples of 4).
+    type: list
+    elements: int
+    default: [268435456]
+  collective_iters:
+    description: Timed runs of each collective and size.
+    type: int
+    default: 20
+  warmup_iters:
+    description: Untimed runs of each collective and size before the timed ones.
+    type: int
+    default: 5
+  max_message_bytes:
+    description: The largest of I(sizes) and I(collective_sizes) accepted; a larger one is refused.
+    type: int
+    default: 1073741824
+  max_memory_fraction:
+    description: For C(run) and C(facts) - the buffers may take at most this fraction of the host's C(MemAvailable)
+      (more than 0, at most 0.9).
+    type: float
+    default: 0.25
+  meminfo:
+    description: For C(run) and C(facts) - where MemAvailable is read (tests only).
+    type: path
+    default: /proc/meminfo
   report_dir:
     description: For C(summarize) - where C(xhost.json) and C(xhost.md) go.
     type: path
@@ -134,6 +179,8 @@ options:
         hosts that never joined, and when the check ran - and C(fleet-summary.md) is written beside it.
     type: path
 notes:
+  - The module's defaults of the acceptance (thresholds, collective sizes and runs, memory fraction) are the
+    manifest's C(sparkforge_xhost_acceptance); the role passes that data.
   - Tested with the gloo backend across container hosts, and with NCCL on a 2-GPU machine (two ranks, one
     GPU each).
 """
@@ -184,6 +231,24 @@ summary:
     diagnosis of a slow host), missing, failed_hosts, judged (pairs with each slow pair's diagnosis, slowest), passed.
   returned: mode summarize
   type: dict
+collectives:
+  description: For C(run) on the first host - per operation and size, each host's seconds per run and exactness.
+  returned: mode run, first host
+  type: list
+  elements: dict
+nodes:
+  description: For C(summarize) and C(parity) - the verdict per host - node, verdict (pass, fail, not checked), reasons.
+  returned: mode summarize, parity
+  type: list
+  elements: dict
+verdict:
+  description: For C(summarize) and C(parity) - the group's verdict (verdict, failed, not_checked, reasons).
+  returned: mode summarize, parity
+  type: dict
+memory:
+  description: For C(run) and C(facts) - need (bytes of buffers), cap (bytes), available (MemAvailable bytes).
+  returned: mode run, facts
+  type: dict
 failed_hosts:
   description: For C(summarize) - the hosts to fail, by name.
   returned: mode summarize
@@ -220,8 +285,8 @@ differences:
   type: list
   elements: str
 report_files:
-  description: For C(summarize) - the files written (json, markdown; fleet_summary and fleet_summary_markdown when
-    the fleet summary existed).
+  description: For C(summarize) - the files written (json, markdown, nodes - host to its C(xhost-NODE.json);
+    fleet_summary and fleet_summary_markdown when the fleet summary existed).
   returned: mode summarize
   type: dict
 """
@@ -232,9 +297,24 @@ import os
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.sparkforge.stack.plugins.module_utils.fleet import fleet_report
-from ansible_collections.sparkforge.stack.plugins.module_utils.fabric import xhost
+from ansible_collections.sparkforge.stack.plugins.module_utils.fabric import acceptance, xhost
 from ansible_collections.sparkforge.stack.plugins.module_utils._common.files import atomic_write_text, makedirs
 from ansible_collections.sparkforge.stack.plugins.module_utils._common.clock import utc_now
+
+
+def memory(module, p, node):
+    """The buffers against the cap, before anything runs: refused (not capped) above it."""
+    try:
+        available = acceptance.mem_available(p["meminfo"])
+    except acceptance.AcceptanceError as exc:
+        module.fail_json(msg="%s: %s: the memory bound cannot be checked, nothing was run" % (node, exc), host=node)
+    need = acceptance.buffer_bytes(p["sizes"], p["collective_sizes"], len(p["hosts"]))
+    figures = dict(need=need, cap=int(p["max_memory_fraction"] * available), available=available)
+    refused = acceptance.check_memory(node, p["sizes"], p["collective_sizes"], len(p["hosts"]), available,
+                                      p["max_memory_fraction"])
+    if refused:
+        module.fail_json(msg=refused, memory=figures, host=node)
+    return figures
 
 
 def run(module, p):
@@ -245,8 +325,6 @@ def run(module, p):
         rank = xhost.rank_of(p["host"], p["hosts"])
     except xhost.XhostError as exc:
         module.fail_json(msg=str(exc))
-    if any(s <= 0 or s % 4 for s in p["sizes"]):
-        module.fail_json(msg="sizes must be positive multiples of 4 bytes: %s" % p["sizes"])
     for key in ("iters", "join_timeout", "op_timeout"):
         if p[key] <= 0:
             module.fail_json(msg="%s must be positive" % key)
@@ -260,7 +338,8 @@ def run(module, p):
         env.setdefault("GLOO_SOCKET_IFNAME", p["ifname"])
     if p["hca"]:
         env.setdefault("NCCL_IB_HCA", p["hca"])
-    base = dict(changed=False, rank=rank, link_gbps=speed, link_source=source,
+    figures = memory(module, p, p["host"])
+    base = dict(changed=False, rank=rank, link_gbps=speed, link_source=source, memory=figures,
                 per_function_gbps=p["per_function_gbps"], functions=p["functions"],
                 management_gbps=p["management_gbps"])
     if module.check_mode:
@@ -268,9 +347,12 @@ def run(module, p):
     config = {"rank": rank, "hosts": p["hosts"], "master_addr": p["master_addr"], "master_port": p["master_port"],
               "backend": p["backend"], "sizes": p["sizes"], "iters": p["iters"],
               "join_timeout": p["join_timeout"], "op_timeout": p["op_timeout"],
-              "rounds": xhost.pair_rounds(len(p["hosts"]))}
-    # Joining, the verdict, then every round: bounded so a wedged collective cannot hang the play.
-    limit = 2 * p["join_timeout"] + 60 + p["op_timeout"] * (2 + len(config["rounds"]) * len(p["sizes"]))
+              "rounds": xhost.pair_rounds(len(p["hosts"])), "collective_sizes": p["collective_sizes"],
+              "collective_iters": p["collective_iters"], "warmup_iters": p["warmup_iters"]}
+    # Joining, the verdict, every round, then each collective and size: bounded so a wedged collective cannot hang
+    # the play.
+    runs = 2 + len(config["rounds"]) * len(p["sizes"]) + 2 * len(p["collective_sizes"])
+    limit = 2 * p["join_timeout"] + 60 + p["op_timeout"] * runs
     result, stderr = xhost.run_script(p["python"], config, limit, env=env)
     result.update(base)
     result["stderr_tail"] = stderr
@@ -281,10 +363,13 @@ def facts(module, p):
     if not p["python"]:
         module.fail_json(msg="mode facts needs python")
     env = dict((str(k), str(v)) for k, v in p["env"].items())
+    node = p["host"] or "this host"
+    figures = memory(module, p, node)
     versions = xhost.host_facts(p["python"], p["user"], p["sysfs_root"], env=env)
     if p["user"] and versions["uid"] is None:
-        module.fail_json(msg="xhost_user %s: %s" % (p["user"], "; ".join(versions["notes"])), versions=versions)
-    module.exit_json(changed=False, versions=versions)
+        module.fail_json(msg="xhost_user %s: %s" % (p["user"], "; ".join(versions["notes"])), versions=versions,
+                         host=node)
+    module.exit_json(changed=False, versions=versions, memory=figures)
 
 
 def parity(module, p):
@@ -293,24 +378,46 @@ def parity(module, p):
     # Check mode on hosts whose stack is not installed yet: what their python could not read is left out.
     differences = xhost.parity(versions, p["hosts"], skip_unread=module.check_mode)
     if differences:
+        # The verdict per node: the odd ones fail with their items, the others are not checked.
+        summary = {"hosts": p["hosts"], "per_host": {}, "judged": None}
+        nodes = acceptance.node_verdicts(summary, differences)
+        verdict = acceptance.group_verdict(nodes)
+        files = write_verdicts(module, p, dict(summary, nodes=nodes, verdict=verdict, passed=False,
+                                               differences=differences), nodes)
         module.fail_json(msg="the hosts differ, no collective was run: %s" % "; ".join(differences),
-                         differences=differences, versions=versions)
+                         differences=differences, versions=versions, nodes=nodes, verdict=verdict,
+                         failed_hosts=verdict["failed"], report_files=files)
     module.exit_json(changed=False, differences=[], versions=versions)
+
+
+def write_verdicts(module, p, summary, nodes):
+    """xhost.json (the group's verdict and all it was judged on), xhost.md and xhost-NODE.json per node."""
+    files = {}
+    if not p["report_dir"] or module.check_mode:
+        return files
+    try:
+        names = dict((v["node"], acceptance.node_file(v["node"])) for v in nodes)
+    except acceptance.AcceptanceError as exc:
+        module.fail_json(msg="hosts: %s" % exc)
+    makedirs(p["report_dir"])
+    files["json"] = os.path.join(p["report_dir"], "xhost.json")
+    atomic_write_text(files["json"], json.dumps(summary, indent=1, sort_keys=True) + "\n")
+    files["markdown"] = os.path.join(p["report_dir"], "xhost.md")
+    atomic_write_text(files["markdown"], xhost.render_markdown(summary))
+    files["nodes"] = {}
+    for v in nodes:
+        path = os.path.join(p["report_dir"], names[v["node"]])
+        atomic_write_text(path, json.dumps(v, indent=1, sort_keys=True) + "\n")
+        files["nodes"][v["node"]] = path
+    return files
 
 
 def summarize(module, p):
     results = p["results"] or {}
     speeds = dict((h, (results.get(h) or {}).get("link_gbps")) for h in p["hosts"])
-    if not 0 <= p["min_link_fraction"] <= 1:
-        module.fail_json(msg="min_link_fraction must be between 0 and 1, not %s" % p["min_link_fraction"])
-    summary = xhost.summarize(results, p["hosts"], speeds, p["min_link_fraction"], p["min_gbs"])
-    files = {}
-    if p["report_dir"] and not module.check_mode:
-        makedirs(p["report_dir"])
-        files["json"] = os.path.join(p["report_dir"], "xhost.json")
-        files["markdown"] = os.path.join(p["report_dir"], "xhost.md")
-        atomic_write_text(files["json"], json.dumps(summary, indent=1, sort_keys=True) + "\n")
-        atomic_write_text(files["markdown"], xhost.render_markdown(summary))
+    summary = xhost.summarize(results, p["hosts"], speeds, p["min_link_fraction"], p["min_gbs"],
+                              p["min_busbw_fraction"], p["rated_link_gbps"])
+    files = write_verdicts(module, p, summary, summary["nodes"])
     slowest = (summary["judged"] or {}).get("slowest")
     cross = xhost.cross_host(summary, at=utc_now(),
                              report=files.get("markdown"))
@@ -326,6 +433,7 @@ def summarize(module, p):
         files["fleet_summary_markdown"] = os.path.splitext(p["fleet_summary"])[0] + ".md"
         atomic_write_text(files["fleet_summary_markdown"], fleet_report.render_markdown(fleet))
     module.exit_json(changed=False, summary=summary, failed_hosts=summary["failed_hosts"],
+                     nodes=summary["nodes"], verdict=summary["verdict"],
                      missing=summary["missing"], passed=summary["passed"], slowest=slowest, cross_host=cross,
                      report_files=files)
 
@@ -356,6 +464,14 @@ def main():
             results=dict(type="dict"),
             min_link_fraction=dict(type="float", default=0.5),
             min_gbs=dict(type="float"),
+            min_busbw_fraction=dict(type="float", default=0.5),
+            rated_link_gbps=dict(type="float"),
+            collective_sizes=dict(type="list", elements="int", default=[268435456]),
+            collective_iters=dict(type="int", default=20),
+            warmup_iters=dict(type="int", default=5),
+            max_message_bytes=dict(type="int", default=1073741824),
+            max_memory_fraction=dict(type="float", default=0.25),
+            meminfo=dict(type="path", default="/proc/meminfo"),
             report_dir=dict(type="path"),
             fleet_summary=dict(type="path"),
         ),
@@ -366,6 +482,10 @@ def main():
         module.fail_json(msg="collectives across hosts need at least 2 hosts, got %s" % (p["hosts"] or "none"))
     if len(set(p["hosts"])) != len(p["hosts"]):
         module.fail_json(msg="hosts has duplicates: %s" % p["hosts"])
+    # Every threshold and size against its range, in every mode and before anything runs or is written.
+    errors = acceptance.check_acceptance(p)
+    if errors:
+        module.fail_json(msg="; ".join(errors) + ": nothing was run", host=p["host"])
     if p["mode"] == "run":
         run(module, p)
     elif p["mode"] == "facts":

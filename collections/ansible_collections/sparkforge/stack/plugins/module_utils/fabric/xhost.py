@@ -26,6 +26,8 @@ import re
 import subprocess
 
 from ansible_collections.sparkforge.stack.plugins.module_utils.fabric import fabric
+from ansible_collections.sparkforge.stack.plugins.module_utils.fabric.acceptance import (
+    group_verdict, judge_collectives, node_verdicts, port_reasons, transport_reasons)
 
 # Runs on every host with the stack's python. argv[1] is the JSON config; the last stdout line
 # is the JSON result.
@@ -120,14 +122,67 @@ for rnd in cfg["rounds"]:
                 store.set("pair/%d/%d/%d" % (a, b, size), json.dumps(
                     {"a": hosts[a], "b": hosts[b], "bytes": size, "gbs": round(gbs, 3),
                      "seconds": round(seconds, 4), "exact": ok}))
+            # Freed before the next size: the memory bound (xhost.buffer_bytes) counts one pair buffer at a time.
+            del buf, once
+            if device == "cuda":
+                torch.cuda.empty_cache()
     dist.barrier()
+# The collective over every host: all_reduce and all_gather of `size` bytes per rank (all_gather's output is
+# world times that), warm-up runs, then the timed ones. Every rank reports its own time per operation and
+# whether its result was exact; rank 0 gathers them (xhost.judge_collectives turns them into algbw/busbw).
+collectives = []
+warmup, citers = int(cfg.get("warmup_iters", 0)), int(cfg.get("collective_iters", 0))
+for size in cfg.get("collective_sizes") or []:
+    count = size // 4
+    for op in ("all_reduce", "all_gather"):
+        x = torch.full((count,), float(rank + 1), device=device)
+        if op == "all_reduce":
+            def step():
+                dist.all_reduce(x)
+        else:
+            # Into one flat output (what nccl-tests times; a list of outputs adds a copy): all_gather_single where
+            # torch has it (2.13 deprecates the older name), all_gather_into_tensor before.
+            y = torch.zeros(world * count, device=device)
+            parts = list(y.chunk(world))
+            gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+            def step():
+                gather(y, x)
+        for _ in range(warmup):
+            step()
+        sync()
+        dist.barrier()
+        start = time.perf_counter()
+        for _ in range(citers):
+            step()
+        sync()
+        seconds = (time.perf_counter() - start) / citers
+        if op == "all_reduce":
+            # In place, the timed runs summed sums: one more from fresh inputs is the one checked exactly.
+            x.fill_(float(rank + 1))
+            dist.all_reduce(x)
+            sync()
+            ok = bool((x == expect).all())
+        else:
+            # The input is untouched: the last timed run's output must hold every rank's r + 1.
+            ok = all(bool((parts[r] == float(r + 1)).all()) for r in range(world))
+            del y, parts, gather
+        del x, step
+        if device == "cuda":
+            torch.cuda.empty_cache()
+        store.set("coll/%s/%d/%d" % (op, size, rank), json.dumps({"seconds": seconds, "exact": ok}))
+        dist.barrier()
+        if rank == 0:
+            got = [json.loads(store.get("coll/%s/%d/%d" % (op, size, r))) for r in range(world)]
+            collectives.append({"op": op, "bytes": size, "iters": citers, "warmup": warmup,
+                                "seconds": dict((hosts[r], got[r]["seconds"]) for r in range(world)),
+                                "exact": dict((hosts[r], got[r]["exact"]) for r in range(world))})
 if rank == 0:
     for a, b in sorted(tuple(p) for rnd in cfg["rounds"] for p in rnd):
         for size in cfg["sizes"]:
             pairs.append(json.loads(store.get("pair/%d/%d/%d" % (a, b, size))))
 dist.barrier()
 dist.destroy_process_group()
-done(checks=checks, pairs=pairs, world=world, backend=backend)
+done(checks=checks, pairs=pairs, collectives=collectives, world=world, backend=backend)
 '''
 
 
@@ -283,6 +338,23 @@ def render_markdown(summary):
         lines += ["", "Slowest pair: %s - %s, %.3f GB/s%s." % (
             s["a"], s["b"], s["gbs"], " (%s%% of %g Gb/s)" % (s["pct_of_link"], s["link_gbps"])
             if s["pct_of_link"] is not None else "")]
+    if summary.get("collectives"):
+        lines += ["", "Collective over all %d nodes (nccl-tests' busbw: all_reduce algbw x 2(n-1)/n, all_gather "
+                  "algbw x (n-1)/n of the total gathered bytes), against the slowest node's link%s:" % (
+                      len(summary.get("hosts", [])), ", threshold %.0f%%" % (100 * summary["min_busbw_fraction"])
+                      if summary.get("min_busbw_fraction") else ""), "",
+                  "| op | bytes per node | total bytes | s per run | algbw GB/s | busbw GB/s | % of link | exact "
+                  "| slow |",
+                  "|---|---|---|---|---|---|---|---|---|"]
+        for r in summary["collectives"]:
+            lines.append("| %s | %d | %d | %.6f | %.3f | %.3f | %s | %s | %s |" % (
+                r["op"], r["bytes"], r["total_bytes"], r["seconds"], r["algbw"], r["busbw"],
+                r["pct_of_link"] if r["pct_of_link"] is not None else "-",
+                "yes" if r["exact"] else "NO (%s)" % ", ".join(r["not_exact_on"]), "SLOW" if r["slow"] else "no"))
+    if summary.get("nodes"):
+        lines += ["", "| node | verdict | reasons |", "|---|---|---|"]
+        for v in summary["nodes"]:
+            lines.append("| %s | %s | %s |" % (v["node"], v["verdict"], "; ".join(v["reasons"]) or "-"))
     if summary.get("failed_hosts"):
         lines += ["", "Failed: %s." % ", ".join(summary["failed_hosts"])]
         for h in summary["failed_hosts"]:
@@ -324,6 +396,8 @@ def cross_host(summary, at=None, report=None):
             "min_fraction": summary.get("min_fraction"), "min_gbs": summary.get("min_gbs"),
             "pairs": pairs, "slowest": judged.get("slowest"), "failed_hosts": list(summary.get("failed_hosts") or []),
             "diagnosis": diagnosis, "missing": list(summary.get("missing") or []), "passed": summary.get("passed"),
+            "min_busbw_fraction": summary.get("min_busbw_fraction"),
+            "collectives": list(summary.get("collectives") or []), "nodes": list(summary.get("nodes") or []),
             "report": report}
 
 
@@ -338,9 +412,10 @@ def diagnose_host(host, result, pairs):
                            result.get("per_function_gbps"), result.get("functions"), result.get("management_gbps"))
 
 
-def summarize(results, hosts, speeds, min_fraction, min_gbs=None):
+def summarize(results, hosts, speeds, min_fraction, min_gbs=None, min_busbw_fraction=None, rated_gbps=None):
     """Combine every host's run result (keyed by host; a host with none did not run) into the
-    group's verdict: which hosts never joined or failed, the pairs judged against the links."""
+    group's verdict: which hosts never joined or failed, the pairs judged against the links, the collective over
+    all nodes against the slowest node's link, each node's port speed, and the verdict per node (node_verdicts)."""
     per_host, missing, failed = {}, [], []
     for h in hosts:
         r = results.get(h)
@@ -387,10 +462,29 @@ def summarize(results, hosts, speeds, min_fraction, min_gbs=None):
             if h not in failed and per_host[h]["status"] in ("not_joined", "ok"):
                 per_host[h]["status"] = "not checked"
                 per_host[h]["reason"] = "waiting for %s" % ", ".join(missing)
-    return {"hosts": list(hosts), "per_host": per_host, "missing": missing, "failed_hosts": failed,
-            "judged": judged, "min_fraction": min_fraction, "min_gbs": min_gbs,
-            "backend": (first or {}).get("backend"),
-            "passed": not failed and not missing and judged is not None}
+    known = [s for s in (speeds.get(h) for h in hosts) if s]
+    link = min(known) if known else None
+    collectives = judge_collectives(first.get("collectives"), len(hosts), link, min_busbw_fraction) \
+        if judged is not None else []
+    summary = {"hosts": list(hosts), "per_host": per_host, "missing": missing, "failed_hosts": failed,
+               "judged": judged, "min_fraction": min_fraction, "min_gbs": min_gbs,
+               "min_busbw_fraction": min_busbw_fraction, "rated_gbps": rated_gbps,
+               "collectives": collectives, "collective_link_gbps": link,
+               "port": port_reasons(dict((h, speeds.get(h)) for h in hosts), rated_gbps),
+               "transport": transport_reasons(dict((h, per_host[h].get("nccl_net")) for h in hosts)),
+               "backend": (first or {}).get("backend")}
+    nodes = node_verdicts(summary)
+    for v in nodes:
+        per_host[v["node"]]["verdict"] = v["verdict"]
+        per_host[v["node"]]["reasons"] = v["reasons"]
+        if v["verdict"] == "fail" and v["node"] not in failed:
+            failed.append(v["node"])
+            per_host[v["node"]]["status"] = "failed"
+            per_host[v["node"]]["reason"] = "; ".join(v["reasons"])
+    summary["nodes"] = nodes
+    summary["verdict"] = group_verdict(nodes)
+    summary["passed"] = summary["verdict"]["verdict"] == "pass"
+    return summary
 
 
 # ------------------------------------------------------------------------------------------ parity

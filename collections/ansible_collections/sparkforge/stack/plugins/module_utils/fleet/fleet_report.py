@@ -99,6 +99,14 @@ def cross_host_lines(cross):
     elif cross.get("slowest"):
         s = cross["slowest"]
         lines += ["Slowest pair: %s - %s, %s GB/s." % (s.get("a"), s.get("b"), s.get("gbs")), ""]
+    if cross.get("collectives"):
+        lines += ["| collective | bytes per node | algbw GB/s | busbw GB/s | % of link | exact | slow |",
+                  "|---|---|---|---|---|---|---|"]
+        for r in cross["collectives"]:
+            lines.append("| %s | %s | %.3f | %.3f | %s | %s | %s |" % (
+                _cell(r.get("op")), _cell(r.get("bytes")), r.get("algbw") or 0.0, r.get("busbw") or 0.0,
+                _cell(r.get("pct_of_link")), "yes" if r.get("exact") else "NO", "SLOW" if r.get("slow") else "no"))
+        lines.append("")
     diagnosis = cross.get("diagnosis") or {}
     for host in cross.get("failed_hosts") or []:
         lines.append("- **%s failed**: %s" % (host, "; ".join(diagnosis.get(host) or ["no diagnosis"])))
