@@ -63,7 +63,7 @@ EXTRA_PP='{}'
 
 fleet_standin() {  # $1: report dir; a fleet-summary.json with the two hosts, as the spark play leaves one
     "$PY" -c 'import sys; sys.path.insert(0, "collections")
-from ansible_collections.sparkforge.stack.plugins.module_utils import fleet_report as f
+from ansible_collections.sparkforge.stack.plugins.module_utils.fleet import fleet_report as f
 f.write(sys.argv[1], f.summarize(dict((h, {"seen": True, "state": "provisioned", "class": "gpu-test"})
                                       for h in ("gpu0", "gpu1"))))' "$1"
 }
@@ -76,7 +76,7 @@ xhost_play() {  # $1: report dir, $2: extra env (JSON), then more ansible-playbo
     timeout 300 $PLAYBOOK playbooks/xhost.yml -i bench/gpu/xhost-inventory.yml \
         -e xhost_report_dir="$dir" -e "{\"xhost_sizes\": [$SIZES]}" -e xhost_iters="$ITERS" \
         -e xhost_join_timeout=60 -e xhost_op_timeout=60 -e xhost_master_port="${PORT:-29531}" \
-        ${LINK_GBPS:+-e xhost_link_speed_gbps=$LINK_GBPS} -e "{\"xhost_extra_env\": $env}" "$@" 2>&1 | tee -a "$LOG"
+        ${LINK_GBPS:+-e xhost_link_speed_gbps=$LINK_GBPS} -e "{\"bench_extra_env\": $env}" "$@" 2>&1 | tee -a "$LOG"
     local rc=${PIPESTATUS[0]}
     say "ansible-playbook exit $rc"
     return "$rc"
@@ -112,7 +112,7 @@ if ! measured "$WORK/socket/xhost.json"; then
     HOSTID=1
     mv "$WORK/socket" "$WORK/socket-samehost"
     xhost_play "$WORK/socket" "$SOCKET_ENV" -e xhost_min_link_fraction="$FRACTION" -e xhost_min_gbs="$SOCKET_MIN_GBS" \
-        -e xhost_own_hostid=true
+        -e bench_own_hostid=true
     SOCKET_RC=$?
 fi
 (
