@@ -8,8 +8,8 @@
 #   2. independent measurements in the same call: bench/gpu/collective_ref.py (its own launcher, CUDA-event
 #      timing, all_gather_into_tensor, nccl-tests' busbw) at the same sizes and runs, and
 #      bench/gpu/pingpong_ref.py for the pair gpu0 - gpu1 alone;
-#   3. to $OUT: xhost.json, xhost.md, every node's xhost-<node>.json, the independent figures, the log, and a
-#      comparison (compare.txt).
+#   3. to $OUT: xhost.json, xhost.md, every node's xhost-<node>.json (in xhost-nodes.json), the independent
+#      figures, the log, and a comparison (compare.txt): 7 files.
 # Usage (repository root): WHEELS=.whl OUT=/some/dir bash bench/gpu/run_xhost_ngpu.sh
 # Local test without GPUs: XHOST_BACKEND=gloo N=4 LINK_GBPS=100 SKIP_INSTALL=1 ANSIBLE_PLAYBOOK=ansible-playbook
 #   SPARKFORGE_GPU_PYTHON=$PWD/.venv/bin/python XHOST_PYTHONPATH=<torch cpu dir> SIZES=4194304 CSIZES=4194304 ITERS=3
@@ -84,7 +84,7 @@ f.write(sys.argv[1], f.summarize(dict(("gpu%d" % i, {"seen": True, "state": "pro
                                       for i in range(int(sys.argv[2])))))' "$WORK" "$N"
 
 say "ansible-playbook playbooks/xhost.yml -i $WORK/inventory.yml"
-begun=$(date +%s.%N)
+begun=$("$PY" -c "import time; print(time.time())")
 timeout 480 $PLAYBOOK playbooks/xhost.yml -i "$WORK/inventory.yml" \
     -e xhost_report_dir="$WORK" -e "{\"xhost_sizes\": [$SIZES], \"xhost_collective_sizes\": [$CSIZES]}" \
     -e xhost_iters="$ITERS" -e xhost_collective_iters="$CITERS" -e xhost_warmup_iters="$WARMUP" \
@@ -92,7 +92,7 @@ timeout 480 $PLAYBOOK playbooks/xhost.yml -i "$WORK/inventory.yml" \
     -e xhost_join_timeout=60 -e xhost_op_timeout=120 -e xhost_master_port="${PORT:-29541}" \
     ${LINK_GBPS:+-e xhost_link_speed_gbps=$LINK_GBPS} 2>&1 | tee -a "$LOG"
 PLAY_RC=${PIPESTATUS[0]}
-PLAY_S=$(echo "$(date +%s.%N) - $begun" | bc)
+PLAY_S=$("$PY" -c "import sys, time; print(round(time.time() - float(sys.argv[1]), 1))" "$begun")
 say "ansible-playbook exit $PLAY_RC after $PLAY_S s"
 
 say "independent collective: bench/gpu/collective_ref.py --world $N"
@@ -132,6 +132,10 @@ for node in xh.get("nodes") or []:
 print("passed: %s" % xh.get("passed"))
 EOF
 cat "$OUT/compare.txt" | tee -a "$LOG"
-cp "$WORK"/xhost*.json "$WORK/xhost.md" "$WORK/ref-collective.json" "$WORK/ref-pair.json" "$OUT/" 2>/dev/null
+# Every node's xhost-<node>.json in one file (what comes back from the device is a few files).
+"$PY" -c 'import glob, json, os, sys
+print(json.dumps(dict((os.path.basename(p), json.load(open(p))) for p in sorted(glob.glob(sys.argv[1] + "/xhost-*.json"))),
+                 indent=1))' "$WORK" > "$OUT/xhost-nodes.json"
+cp "$WORK/xhost.json" "$WORK/xhost.md" "$WORK/ref-collective.json" "$WORK/ref-pair.json" "$OUT/" 2>/dev/null
 echo "play exit $PLAY_RC" | tee -a "$LOG"
 [ "$PLAY_RC" = 0 ]
