@@ -143,7 +143,10 @@ def playbook_on_local_hosts(tmp_path, port, host_vars=None):
         "xhost_master_port": port, "xhost_link_speed_gbps": 1.0, "xhost_join_timeout": 30,
         "xhost_env": {"PYTHONPATH": TORCH_DIR, "GLOO_SOCKET_IFNAME": "lo", "OMP_NUM_THREADS": "1"},
         "xhost_sizes": [1 << 20], "xhost_iters": 3, "xhost_collective_sizes": [4 << 20], "xhost_collective_iters": 3,
-        "xhost_warmup_iters": 1, "xhost_report_dir": str(tmp_path / "reports")}}}}}
+        "xhost_warmup_iters": 1, "xhost_report_dir": str(tmp_path / "reports"),
+        # gloo on a loaded 2-core machine: the collective's speed is not what these runs prove (see
+        # test_xhost_containers); the floor only keeps a stalled one failing.
+        "xhost_min_busbw_fraction": 0.01}}}}}
     (tmp_path / "inventory.yml").write_text(yaml.safe_dump(inventory))
     env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"))
     proc = subprocess.run(["ansible-playbook", "-i", str(tmp_path / "inventory.yml"), "playbooks/xhost.yml",
