@@ -44,22 +44,10 @@ else
     N=${N:-4}
 fi
 say "$(date -u +%FT%TZ) host $(hostname) python $PY backend $BACKEND nodes $N pair sizes $SIZES x $ITERS collective $CSIZES x $CITERS (warm-up $WARMUP)"
-if [ -z "${SKIP_INSTALL:-}" ]; then
-    "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
-        "${WHEELS:-$REPO/.whl}"/*.whl || exit 3
-    export PYTHONPATH=/tmp/site
-fi
-PLAYBOOK=${ANSIBLE_PLAYBOOK:-$PY /tmp/site/bin/ansible-playbook}
-
-if [ "$BACKEND" = nccl ]; then
-    { nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv; nvidia-smi topo -m;
-      nvidia-smi nvlink -s -i 0; } >> "$LOG" 2>&1
-    "$PY" -c 'import torch; print("torch", torch.__version__, "nccl", torch.cuda.nccl.version())' >> "$LOG" 2>&1
-    # GPU 0's NVLink speed per direction (the sum of its active links), in Gb/s.
-    NVLINK_GBPS=$(nvidia-smi nvlink -s -i 0 | awk '/GB\/s/ {for (i = 1; i <= NF; i++) if ($i == "GB/s") s += $(i-1)}
-                                                   END {if (s > 0) printf "%.1f", s * 8}')
-    LINK_GBPS=${LINK_GBPS:-${NVLINK_GBPS:-}}
-fi
+# shellcheck source=bench/gpu/xhost_lib.sh
+source "$REPO/bench/gpu/xhost_lib.sh"
+install_ansible
+read_link_speed
 say "link speed: ${LINK_GBPS:-unknown} Gb/s; fraction $FRACTION"
 
 # N hosts on this machine, each pinned to its GPU (bench/gpu/xhost-inventory.yml's settings, N of them).
