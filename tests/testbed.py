@@ -2,7 +2,7 @@
 started once per test run and used by the pytest journey and every molecule scenario.
 
     hopper-amd64    x86_64, a fake H100 (every molecule scenario)
-    spark-arm64     aarch64 under qemu-user, a fake GB10 (DGX Spark; every molecule scenario)
+    spark-arm64     aarch64 under qemu-user, a fake GB10 (DGX Spark; molecule cuda, default, fleet)
     offline-amd64   x86_64 with no network at all (``--network none``), a fake GB10 (pytest's journey:
                     the check-mode matrix, converge and reruns)
 
