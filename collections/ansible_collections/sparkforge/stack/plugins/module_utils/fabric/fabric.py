@@ -513,10 +513,12 @@ def diagnose(gbs, lines=None, link_gbps=None, per_function_gbps=None, functions=
         out.append("NCCL used %s only - %d of the port's %d functions, about %s Gb/s: NCCL_IB_HCA must name every "
                    "twin" % (", ".join(net["devices"]) or "one device", len(net["devices"]), functions,
                              "%g" % per_function_gbps if per_function_gbps else "?"))
-    if management_gbps and measured <= management_gbps * 1.1:
+    # A rate names a path only near it: far below every rate (a slowed port, a bad cable), it explains nothing.
+    if management_gbps and management_gbps * 0.5 <= measured <= management_gbps * 1.1:
         out.append("%.1f Gb/s is management-port speed (%g Gb/s): the traffic may have gone over the management "
                    "network; check NCCL_SOCKET_IFNAME" % (measured, management_gbps))
-    elif per_function_gbps and link_gbps and per_function_gbps < link_gbps and measured <= per_function_gbps * 1.05:
+    elif per_function_gbps and link_gbps and per_function_gbps < link_gbps \
+            and per_function_gbps * 0.5 <= measured <= per_function_gbps * 1.05:
         out.append("%.1f Gb/s is at most one function's speed (%g of the port's %g Gb/s)" % (
             measured, per_function_gbps, link_gbps))
     return out

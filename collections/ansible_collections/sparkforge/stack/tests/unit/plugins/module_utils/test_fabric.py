@@ -160,6 +160,9 @@ def test_diagnose_slow_pairs():
     assert why[0].startswith("NCCL used rocep1s0f1:1 only - 1 of the port's 2 functions")
     assert "one function's speed (100 of the port's 200 Gb/s)" in why[1]
     assert fabric.diagnose(23.0, fabric.nccl_net_lines(IB_BOTH_LOG), 200.0, 100.0, 2, 10.0) == []
+    # Far below every rate (a port slowed to 1 Mb/s): no path is named, neither the management port nor one function.
+    assert fabric.diagnose(0.000125, fabric.nccl_net_lines(IB_BOTH_LOG), 200.0, 100.0, 2, 10.0) == []
+    assert fabric.diagnose(2.0, fabric.nccl_net_lines(IB_BOTH_LOG), 200.0, 100.0, 2, 10.0) == []
 
 
 def test_xhost_summary_says_why_a_pair_is_slow():
