@@ -9,6 +9,7 @@ holding the address the plan gives it (``ip=``). Real CPU torch 2.13.0, installe
 mounted read-only at /opt/xtorch.
 """
 
+import fcntl
 import importlib.util
 import ipaddress
 import json
@@ -42,7 +43,15 @@ class Unavailable(Exception):
 
 
 def ensure_torch():
-    """Real torch for the containers' Python 3.11 (the CPU wheel this machine's pip finds), installed once."""
+    """Real torch for the containers' Python 3.11 (the CPU wheel this machine's pip finds), installed once; a lock
+    beside it, since the modules that use it may run in two lanes at once."""
+    os.makedirs(os.path.dirname(TORCH_DIR), exist_ok=True)
+    with open(TORCH_DIR + ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _install_torch()
+
+
+def _install_torch():
     if not os.path.isdir(os.path.join(TORCH_DIR, "torch")):
         tmp = TORCH_DIR + ".tmp"
         shutil.rmtree(tmp, ignore_errors=True)
