@@ -93,8 +93,11 @@ def image_present(image=IMAGE_AMD64):
 
 
 def start_container(name, network="host", volumes=(), image=IMAGE_AMD64, arch="amd64"):
-    """Start a test-bed host ``name`` that sleeps until removed; ``volumes`` are podman -v specs."""
-    cmd = PODMAN_RUN + ["--name", name, "--arch", arch, "--network", network]
+    """Start a test-bed host ``name`` that sleeps until removed; ``volumes`` are podman -v specs; ``network`` one
+    podman --network spec, or a list of them (one interface per network, the first one's route the default)."""
+    cmd = PODMAN_RUN + ["--name", name, "--arch", arch]
+    for spec in [network] if isinstance(network, str) else network:
+        cmd += ["--network", spec]
     for volume in volumes:
         cmd += ["-v", volume]
     subprocess.run(cmd + [image, "sleep", "infinity"], check=True, stdout=subprocess.DEVNULL, timeout=300)

@@ -30,63 +30,41 @@ what stands in:
 The NCCL path runs on the 2-GPU machine (bench/gpu/run_xhost_2gpu.sh).
 """
 
-import ipaddress
 import json
 import os
 import re
 import shutil
 import subprocess
 import sys
-import time
 import uuid
-
-import importlib.util
 
 import pytest
 import yaml
 
 import readme
-from helpers import (CONNECTION, REPO, image_present, remove_containers, run_module, start_container, user_checkout,
-                     user_shell)
-from testbed import exec_, fs_snapshot
-
-TORCH = "torch==2.13.0+cpu"
-TORCH_DIR = os.path.expanduser("~/.cache/sparkforge/xhost-torch-2.13.0")
-BIN = os.path.dirname(sys.executable)
-
-# The unit tests' stand-in sysfs trees (one builder for every fabric test).
-_TREES = os.path.join(REPO, "collections", "ansible_collections", "sparkforge", "stack", "tests", "unit", "plugins",
-                      "module_utils", "fabric_trees.py")
-_spec = importlib.util.spec_from_file_location("fabric_trees", _TREES)
-fabric_trees = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(fabric_trees)
+from helpers import CONNECTION, image_present, run_module, user_checkout
+from xhost_hosts import (DROPIN, PROCFS, SYSFS, Unavailable, changed_tasks, cleanup, create_network, ensure_torch,
+                         recap, run, sh, snapshots, stand_in_tree, start_hosts)
 
 # host: (profile, its fabric port: the container's real interface is named after it)
 HOSTS = {"x1": ("spark", "enp1s0f1np1"), "x2": ("gh200", "ibp16s0")}
-SYSFS, PROCFS = "/srv/sparkforge-fabric/sys", "/srv/sparkforge-fabric/proc"
-DROPIN = "/etc/netplan/40-sparkforge-fabric.yaml"
 
 needs_image = pytest.mark.skipif(not image_present(), reason="podman or the test bed's amd64 image missing")
 
 
 def readme_cluster_commands():
-    """The command block of the guide "Linking Sparks", line by line, as written."""
-    return readme.commands("linking-sparks.md")
+    """The guide "Linking Sparks"'s first command block (a pair of Sparks, inventory/sparks.yml), as written; the
+    topologies' blocks under "Topologies" are tests/e2e/test_xhost_topologies.py's."""
+    return readme.commands("linking-sparks.md")[:2]
 
 
 @pytest.fixture(scope="module")
 def torch_dir():
     """Real torch for the containers' Python 3.11 (the CPU wheel this machine's pip finds locally)."""
-    if not os.path.isdir(os.path.join(TORCH_DIR, "torch")):
-        tmp = TORCH_DIR + ".tmp"
-        shutil.rmtree(tmp, ignore_errors=True)
-        proc = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check",
-                               "--target", tmp, TORCH], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              universal_newlines=True)
-        if proc.returncode != 0:
-            pytest.skip("cannot install %s for the containers: %s" % (TORCH, proc.stdout[-500:]))
-        os.rename(tmp, TORCH_DIR)
-    return TORCH_DIR
+    try:
+        return ensure_torch()
+    except Unavailable as exc:
+        pytest.skip(str(exc))
 
 
 @pytest.fixture(scope="module")
@@ -96,31 +74,18 @@ def cluster(torch_dir, tmp_path_factory):
     names = dict((h, "sparkforge-xhost-%s-%s" % (tag, h)) for h in HOSTS)
     root = tmp_path_factory.mktemp("cluster")
     try:
-        subprocess.run(["podman", "network", "create", "--opt", "mtu=9000", net], check=True,
-                       stdout=subprocess.DEVNULL)
-        inspect = subprocess.run(["podman", "network", "inspect", net], check=True, stdout=subprocess.PIPE,
-                                 universal_newlines=True)
-        subnet = ipaddress.ip_network(json.loads(inspect.stdout)[0]["subnets"][0]["subnet"])
+        subnet = create_network(net)
         addresses = dict((h, str(subnet.network_address + 11 + i)) for i, h in enumerate(sorted(HOSTS)))
-        hosts = {}
+        hosts, specs = {}, {}
         for host, (profile, port) in sorted(HOSTS.items()):
-            sysfs, proc = str(root / host / "sys"), str(root / host / "proc")
-            if profile == "spark":
-                fabric_trees.spark(sysfs, proc, cabled="f1")
-            else:
-                fabric_trees.gh200(sysfs, proc, hcas=2, down=(1,))
-            start_container(names[host], network="%s:interface_name=%s,ip=%s" % (net, port, addresses[host]),
-                            volumes=["%s:/opt/xtorch:ro" % torch_dir, "%s:%s:ro" % (sysfs, SYSFS),
-                                     "%s:%s:ro" % (proc, PROCFS)])
-            # A host key of its own (the image carries none), then sshd.
-            started = exec_(names[host], "ssh-keygen -q -t ed25519 -N '' -f /etc/ssh/ssh_host_ed25519_key && "
-                                         "mkdir -p /run/sshd && /usr/sbin/sshd")
-            assert started.returncode == 0, started.stdout
+            specs[names[host]] = (["%s:interface_name=%s,ip=%s" % (net, port, addresses[host])],
+                                  ["%s:/opt/xtorch:ro" % torch_dir] + stand_in_tree(root, host, profile))
             hosts[host] = {"ansible_connection": CONNECTION, "ansible_host": names[host],
                            "ansible_python_interpreter": "/usr/bin/python3",
                            "sparkforge_fabric_address": addresses[host],
                            # playbooks/xhost.yml run on its own (cluster.yml sets these from the fabric).
                            "xhost_ifname": port}
+        start_hosts(specs)
         reports = root / "reports"
         reports.mkdir()
         group = {
@@ -148,50 +113,7 @@ def cluster(torch_dir, tmp_path_factory):
         yield {"inventory": inventory, "names": names, "root": root, "reports": reports,
                "addresses": addresses, "subnet": subnet, "checkout": checkout}
     finally:
-        remove_containers(names.values())
-        subprocess.run(["podman", "network", "rm", "-f", net], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                       timeout=120)
-
-
-def run(line, cluster):
-    """One guide command line as written, in the stand-in checkout."""
-    start = time.time()
-    proc = user_shell(cluster["checkout"], line)
-    cluster["seconds"] = time.time() - start
-    # Each run's output stays in pytest's temporary directory, for a person.
-    cluster["runs"] = cluster.get("runs", 0) + 1
-    (cluster["root"] / ("run-%02d.log" % cluster["runs"])).write_text("%s\n%.1f s\n%s" % (line, cluster["seconds"],
-                                                                                           proc.stdout))
-    return proc.returncode, proc.stdout
-
-
-def snapshots(cluster):
-    return dict((h, fs_snapshot(c)) for h, c in cluster["names"].items())
-
-
-def recap(out):
-    """{host: {"changed": n, "failed": n, ...}} from the PLAY RECAP."""
-    found = {}
-    for host, fields in re.findall(r"^(x\d)\s+:\s+(.*)$", out, re.M):
-        found[host] = dict((k, int(v)) for k, v in re.findall(r"(\w+)=(\d+)", fields))
-    return found
-
-
-def changed_tasks(out):
-    """The names of the tasks that reported changed on some host."""
-    found, task = set(), None
-    for line in out.splitlines():
-        head = re.match(r"^TASK \[(.*)\]", line)
-        if head:
-            task = head.group(1)
-        elif line.startswith("changed:"):
-            found.add(task)
-    return found
-
-
-def sh(cluster, host, script):
-    proc = exec_(cluster["names"][host], script)
-    return proc.returncode, proc.stdout
+        cleanup(names.values(), [net])
 
 
 @needs_image

@@ -1,0 +1,345 @@
+"""The guide's topologies on container hosts (issue 36 item 4): a switch of eight and a ring of three, configured by
+playbooks/cluster.yml with the command lines of docs/guides/linking-sparks.md as written, then proven by the
+cross-host check (gloo on the CPU) over the addresses the plan gave; on the switch, one node slowed with ``tc`` and
+one node with another torch, each named with its reason.
+
+The hosts are those of tests/e2e/test_xhost_containers.py (tests/xhost_hosts.py: the test bed's amd64 image, sshd,
+stand-in sysfs trees of the unit tests' builder, each real interface named after the port it stands for and holding
+the planned address, real CPU torch 2.13.0 at /opt/xtorch, ``cluster_fabric_apply_command: []`` since a container
+has no systemd-networkd; that module's docstring says what is real and what stands in).
+
+- The switch: eight DGX Spark trees cabled on port 1 (``enp1s0f1np1`` and its twin), one podman network (MTU 9000)
+  for the switch's one L2 domain, ``cluster_fabric_topology: switch``. ``--check`` changes no file on any host; the
+  run addresses all eight, sets up SSH and runs the pairs in 7 rounds of 4 and the collective over 8, a ``pass`` per
+  node.
+- The rerun and the slow node, in one run: s3's fabric interface is shaped with the host's ``tc`` (a token bucket at
+  1 Mbit/s, from this machine in s3's network namespace: the container has no CAP_NET_ADMIN), then the guide's real
+  line again: it configures nothing (only the check starts, no file changes), and the check fails s3 alone with its
+  slow pairs, the others pass. Thresholds for a loaded 2-core machine, where gloo pairs run at 0.1-0.5 Gb/s: a pair
+  is slow below 2% of the stand-in 1 Gb/s link (2.5 MB/s: a healthy 128 KiB round trip would have to take over
+  100 ms). Measured under load: the slowest healthy pair at 9.6%, s3's pairs at 0.8% at most with 2 Mbit/s; at
+  1 Mbit/s they run at half that.
+- The odd torch: a stand-in for another torch release. s8 also mounts the same torch read-only at /opt/xtorch-odd
+  with ``torch/version.py`` bind-mounted over by a file saying 2.12.1+cpu, and that run points s8's ``xhost_env``
+  PYTHONPATH there. Parity reads ``torch.__version__`` by importing torch with the collectives' environment, so s8
+  reports another version exactly as a node with another wheel would; a second real wheel is ~800 MB. That run is
+  playbooks/xhost.yml with the line of docs/guides/collectives-across-hosts.md.
+- The ring: three Spark trees with both ports cabled, ``cluster_fabric_topology: ring``, ``cluster_fabric_mode:
+  static``; a podman network per cable and twin (six, internal, with the subnet the plan cuts from
+  ``cluster_fabric_subnet``: node i's port 0 to node i+1's port 1, the port-0 end .1, the port-1 end .2), each
+  container's four fabric interfaces named after its ports' twins, plus the management port enP7s7 (the default
+  route; gloo bootstraps over it as the ring's NCCL does). After the run every node reaches its two neighbours on
+  each cable's two subnets (an ICMP echo from its own address, the route over the named interface); ``ping`` is not
+  in the image, so the echo is a Python ICMP datagram socket.
+"""
+
+import ipaddress
+import json
+import os
+import random
+import uuid
+
+import pytest
+import yaml
+
+import readme
+from helpers import CONNECTION, image_present, user_checkout
+from xhost_hosts import (DROPIN, PROCFS, SYSFS, START_TASK, Unavailable, changed_tasks, cleanup, create_network,
+                         ensure_torch, host_netns, recap, run, sh, snapshots, stand_in_tree, start_hosts)
+
+pytestmark = pytest.mark.skipif(not image_present(), reason="podman or the test bed's amd64 image missing")
+
+SWITCH = ["s%d" % i for i in range(1, 9)]
+SWITCH_PORT = "enp1s0f1np1"
+RING = ["r1", "r2", "r3"]
+SLOW, ODD = "s3", "s8"
+ODD_TORCH = "2.12.1+cpu"
+# A Spark's ports by twin (domain 0000, then 0002): port 0's and port 1's netdevs.
+PORT0 = ("enp1s0f0np0", "enP2p1s0f0np0")
+PORT1 = ("enp1s0f1np1", "enP2p1s0f1np1")
+
+# The pairs, the collective and their thresholds: small, so eight hosts on two cores run them in seconds.
+ACCEPTANCE = {
+    "xhost_backend": "gloo", "xhost_python": "/usr/bin/python3", "xhost_env": {"PYTHONPATH": "/opt/xtorch"},
+    "cluster_xhost_env": {"PYTHONPATH": "/opt/xtorch"},
+    "xhost_link_speed_gbps": 1.0, "xhost_sizes": [1 << 17], "xhost_iters": 2,
+    "xhost_collective_sizes": [1 << 16], "xhost_collective_iters": 2, "xhost_warmup_iters": 1,
+    "xhost_min_link_fraction": 0.02, "xhost_min_busbw_fraction": 0.01,
+    "xhost_join_timeout": 60, "xhost_op_timeout": 120}
+
+
+@pytest.fixture(scope="module")
+def torch_dir():
+    try:
+        return ensure_torch()
+    except Unavailable as exc:
+        pytest.skip(str(exc))
+
+
+def common_vars(root, reports):
+    group = {"cluster_ssh_user": "root", "cluster_ssh_key_dir": str(root / "keys"),
+             "cluster_fabric_report_dir": str(reports), "cluster_fabric_sysfs_root": SYSFS,
+             "cluster_fabric_proc_root": PROCFS, "cluster_fabric_apply_command": [],
+             "runtime_env_sm_archs": ["sm_121"], "runtime_env_venv_hook": False, "xhost_report_dir": str(reports)}
+    group.update(ACCEPTANCE)
+    return group
+
+
+def write_inventory(cluster, hosts, group):
+    with open(cluster["inventory"], "w") as handle:
+        yaml.safe_dump({"all": {"children": {"sparks": {"hosts": hosts, "vars": group}}}}, handle)
+
+
+@pytest.fixture(scope="module")
+def switch(torch_dir, tmp_path_factory):
+    tag = uuid.uuid4().hex[:6]
+    net = "sparkforge-xsw-%s" % tag
+    names = dict((h, "sparkforge-xsw-%s-%s" % (tag, h)) for h in SWITCH)
+    root = tmp_path_factory.mktemp("switch")
+    try:
+        subnet = create_network(net)
+        addresses = dict((h, str(subnet.network_address + 11 + i)) for i, h in enumerate(SWITCH))
+        # The odd torch: the same files, its version.py saying another release.
+        with open(os.path.join(torch_dir, "torch", "version.py")) as handle:
+            real = handle.read()
+        assert "__version__ = '2.13.0+cpu'" in real, real
+        odd = root / "odd-version.py"
+        odd.write_text(real.replace("'2.13.0+cpu'", "'%s'" % ODD_TORCH))
+        hosts, specs = {}, {}
+        for host in SWITCH:
+            volumes = ["%s:/opt/xtorch:ro" % torch_dir] + stand_in_tree(root, host, "spark", cabled="f1")
+            if host == ODD:
+                volumes += ["%s:/opt/xtorch-odd:ro" % torch_dir, "%s:/opt/xtorch-odd/torch/version.py:ro" % odd]
+            specs[names[host]] = (["%s:interface_name=%s,ip=%s" % (net, SWITCH_PORT, addresses[host])], volumes)
+            hosts[host] = {"ansible_connection": CONNECTION, "ansible_host": names[host],
+                           "ansible_python_interpreter": "/usr/bin/python3",
+                           "sparkforge_fabric_address": addresses[host], "xhost_ifname": SWITCH_PORT}
+        start_hosts(specs)
+        reports = root / "reports"
+        reports.mkdir()
+        group = common_vars(root, reports)
+        group.update(cluster_fabric_topology="switch", cluster_fabric_subnet=str(subnet),
+                     xhost_master_addr=addresses["s1"])
+        checkout = user_checkout(root)
+        cluster = {"inventory": os.path.join(checkout, "inventory", "switch.yml"), "names": names, "root": root,
+                   "reports": reports, "addresses": addresses, "subnet": subnet, "checkout": checkout,
+                   "hosts": hosts, "group": group}
+        write_inventory(cluster, hosts, group)
+        yield cluster
+    finally:
+        cleanup(names.values(), [net])
+
+
+def guide_lines(lines, inventory):
+    """The section's check and real run, as written: the same line, the first with --check."""
+    check = [line for line in lines if line.endswith(" --check")]
+    real = [line for line in lines if line.startswith("ansible-playbook") and not line.endswith(" --check")]
+    assert len(check) == 1 and real == [check[0][:-len(" --check")]], lines
+    assert real[0].startswith("ansible-playbook playbooks/cluster.yml -i inventory/%s.yml " % inventory), real
+    return check[0], real[0]
+
+
+def verdicts(cluster, hosts):
+    return dict((h, json.loads((cluster["reports"] / ("xhost-%s.json" % h)).read_text())) for h in hosts)
+
+
+def test_a_switch_of_eight_check_then_run(switch):
+    check, real = guide_lines(readme.commands("linking-sparks.md", heading="### A switch, any number of nodes"),
+                              "switch")
+    before = snapshots(switch)
+    rc, out = run(check, switch)
+    assert rc == 0, out[-5000:]
+    assert snapshots(switch) == before, "check mode changed a host"
+    assert not (switch["reports"] / "cluster-hostfile").exists()
+
+    rc, out = run(real, switch)
+    assert rc == 0, out[-6000:]
+    addr, prefix = switch["addresses"], switch["subnet"].prefixlen
+    assert (switch["reports"] / "cluster-hostfile").read_text() == "".join("%s slots=1\n" % addr[h] for h in SWITCH)
+    for host in SWITCH:
+        rc, text = sh(switch, host, "cat %s /etc/profile.d/sparkforge.sh; ip -4 -o addr show dev %s; "
+                                    "cat /sys/class/net/%s/mtu" % (DROPIN, SWITCH_PORT, SWITCH_PORT))
+        assert "    %s:\n" % SWITCH_PORT in text and "        - %s/%d\n" % (addr[host], prefix) in text, text
+        assert "    enP2p1s0f1np1:\n" in text and "mtu: 9000" in text, text
+        assert "GLOO_SOCKET_IFNAME=%s" % SWITCH_PORT in text, text
+        assert "inet %s/%d" % (addr[host], prefix) in text and text.strip().endswith("9000"), text
+    # SSH over the fabric addresses: the first node to every other one, and the last one back.
+    logins = "; ".join("ssh -o BatchMode=yes %s echo reached %s || echo FAILED %s" % (addr[h], h, h)
+                       for h in SWITCH[1:])
+    rc, text = sh(switch, "s1", logins)
+    assert rc == 0 and text.split() == " ".join("reached %s" % h for h in SWITCH[1:]).split(), text
+    rc, text = sh(switch, "s8", "ssh -o BatchMode=yes %s echo reached s1" % addr["s1"])
+    assert rc == 0 and text.strip() == "reached s1", text
+    # The pairs in rounds (28 pairs, 7 rounds of 4), the collective over eight, a pass per node.
+    summary = json.loads((switch["reports"] / "xhost.json").read_text())
+    assert summary["passed"] and summary["backend"] == "gloo" and summary["hosts"] == SWITCH, summary.get("verdict")
+    pairs = summary["judged"]["pairs"]
+    assert sorted((p["a"], p["b"]) for p in pairs) == [(a, b) for i, a in enumerate(SWITCH) for b in SWITCH[i + 1:]]
+    assert all(p["exact"] and p["gbs"] > 0 and p["link_gbps"] == 1.0 for p in pairs), pairs
+    assert [(r["op"], r["nodes"], r["exact"]) for r in summary["collectives"]] == [
+        ("all_reduce", 8, True), ("all_gather", 8, True)], summary["collectives"]
+    assert all(v["verdict"] == "pass" for v in verdicts(switch, SWITCH).values())
+
+    switch["real"] = real
+
+
+def test_a_rerun_configures_nothing_and_names_the_slowed_node(switch):
+    """The rerun of the real line, with s3's fabric interface slowed: nothing is configured again (only the check
+    starts), and the check fails s3 alone, with its slow pairs. One run for both: eight hosts' cluster.yml is the
+    module's longest step."""
+    real = readme.commands("linking-sparks.md", heading="### A switch, any number of nodes")[-1]
+    after = snapshots(switch)
+    shaped = host_netns(switch["names"][SLOW], "tc", "qdisc", "add", "dev", SWITCH_PORT, "root", "tbf", "rate",
+                        "1mbit", "burst", "10kb", "latency", "1s")
+    assert shaped.returncode == 0, shaped.stdout
+    try:
+        rc, out = run(real, switch)
+    finally:
+        removed = host_netns(switch["names"][SLOW], "tc", "qdisc", "del", "dev", SWITCH_PORT, "root")
+    assert removed.returncode == 0, removed.stdout
+    assert real == switch.get("real"), real
+    assert rc != 0, out[-5000:]
+    assert sorted(recap(out)) == SWITCH, recap(out)
+    assert dict((h, r["failed"]) for h, r in recap(out).items()) == dict((h, int(h == SLOW)) for h in SWITCH), \
+        recap(out)
+    assert changed_tasks(out) == {START_TASK}, changed_tasks(out)
+    assert snapshots(switch) == after, "the rerun changed a host"
+
+    summary = json.loads((switch["reports"] / "xhost.json").read_text())
+    assert summary["verdict"]["failed"] == [SLOW], (summary["verdict"], summary["judged"]["pairs"])
+    mine = [p for p in summary["judged"]["pairs"] if SLOW in (p["a"], p["b"])]
+    assert len(mine) == 7 and all(p["slow"] and p["exact"] for p in mine), mine
+    found = verdicts(switch, SWITCH)
+    assert found[SLOW]["verdict"] == "fail", found[SLOW]
+    assert "of the 1 Gb/s link, below 2%" in "; ".join(found[SLOW]["reasons"]), found[SLOW]
+    for host in SWITCH:
+        if host != SLOW:
+            assert found[host] == {"node": host, "verdict": "pass", "reasons": []}, found[host]
+    assert "%s: slow link (" % SLOW in out or "%s: failed (" % SLOW in out, out[-5000:]
+
+
+def test_the_node_with_another_torch_is_named_before_any_collective(switch):
+    hosts = json.loads(json.dumps(switch["hosts"]))
+    hosts[ODD]["xhost_env"] = {"PYTHONPATH": "/opt/xtorch-odd"}
+    try:
+        write_inventory(switch, hosts, switch["group"])
+        rc, out = run(readme.command("collectives-across-hosts.md", "ansible-playbook playbooks/xhost.yml"), switch)
+    finally:
+        write_inventory(switch, switch["hosts"], switch["group"])
+    assert rc != 0, out[-5000:]
+    why = "parity: torch %s, where s1 has 2.13.0+cpu" % ODD_TORCH
+    assert "%s: fail (%s)" % (ODD, why) in out, out[-5000:]
+    assert START_TASK not in out, "a collective started though a node differs"
+    found = verdicts(switch, SWITCH)
+    assert found[ODD] == {"node": ODD, "verdict": "fail", "reasons": [why]}, found[ODD]
+    for host in SWITCH:
+        if host != ODD:
+            assert found[host]["verdict"] == "not checked", found[host]
+            assert "%s: not checked (a node differs: %s)" % (host, ODD) in out, out[-5000:]
+
+
+def ring_plan(pool):
+    """{host: {interface: address}} and the cables' subnets, as the guide describes the ring: node i's port 0 to
+    node i+1's port 1, a /24 per cable and twin in order, the port-0 end .1 and the port-1 end .2."""
+    subnets = list(ipaddress.ip_network(pool).subnets(new_prefix=24))
+    plan, cables = dict((h, {}) for h in RING), []
+    for i, host in enumerate(RING):
+        peer = RING[(i + 1) % len(RING)]
+        for k in range(2):
+            net = subnets[2 * i + k]
+            plan[host][PORT0[k]] = str(net.network_address + 1)
+            plan[peer][PORT1[k]] = str(net.network_address + 2)
+            cables.append((net, (host, PORT0[k]), (peer, PORT1[k])))
+    return plan, cables
+
+
+@pytest.fixture(scope="module")
+def ring(torch_dir, tmp_path_factory):
+    tag = uuid.uuid4().hex[:6]
+    mgmt = "sparkforge-xrm-%s" % tag
+    nets = [mgmt]
+    names = dict((h, "sparkforge-xring-%s-%s" % (tag, h)) for h in RING)
+    root = tmp_path_factory.mktemp("ring")
+    pool = "10.%d.%d.0/21" % (random.randint(200, 250), 8 * random.randint(0, 31))
+    plan, cables = ring_plan(pool)
+    try:
+        subnet = create_network(mgmt)
+        management = dict((h, str(subnet.network_address + 11 + i)) for i, h in enumerate(RING))
+        networks = dict((h, ["%s:interface_name=enP7s7,ip=%s" % (mgmt, management[h])]) for h in RING)
+        for net, (a, a_if), (b, b_if) in cables:
+            name = "sparkforge-xrc-%s-%s" % (tag, str(net.network_address).replace(".", "-"))
+            nets.append(name)
+            # A cable: no way out through it (internal), its gateway out of the ends' way (.1 and .2 are theirs).
+            create_network(name, subnet=net, gateway=net.network_address + 254, internal=True)
+            networks[a].append("%s:interface_name=%s,ip=%s" % (name, a_if, plan[a][a_if]))
+            networks[b].append("%s:interface_name=%s,ip=%s" % (name, b_if, plan[b][b_if]))
+        specs = dict((names[h], (networks[h], ["%s:/opt/xtorch:ro" % torch_dir] + stand_in_tree(root, h, "spark",
+                                                                                                 cabled="both")))
+                     for h in RING)
+        start_hosts(specs)
+        # The management names resolve as a site's DNS would (podman's CNI here has no DNS plugin): gloo's
+        # rendezvous is the first host's inventory address, as with real Sparks.
+        names_file = "".join("%s %s\n" % (management[h], names[h]) for h in RING)
+        for h in RING:
+            rc, text = sh({"names": names}, h, "printf '%s' >> /etc/hosts" % names_file)
+            assert rc == 0, text
+        reports = root / "reports"
+        reports.mkdir()
+        group = common_vars(root, reports)
+        group.update(cluster_fabric_topology="ring", cluster_fabric_mode="static", cluster_fabric_subnet=pool)
+        hosts = dict((h, {"ansible_connection": CONNECTION, "ansible_host": names[h],
+                          "ansible_python_interpreter": "/usr/bin/python3"}) for h in RING)
+        checkout = user_checkout(root)
+        cluster = {"inventory": os.path.join(checkout, "inventory", "ring.yml"), "names": names, "root": root,
+                   "reports": reports, "plan": plan, "cables": cables, "checkout": checkout}
+        write_inventory(cluster, hosts, group)
+        yield cluster
+    finally:
+        cleanup(names.values(), nets)
+
+
+ECHO = r'''
+import socket, struct, sys
+src, dst = sys.argv[1], sys.argv[2]
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM, socket.IPPROTO_ICMP)
+s.settimeout(5)
+s.bind((src, 0))
+s.sendto(struct.pack("!BBHHH", 8, 0, 0, 0, 1) + b"sparkforge", (dst, 0))
+data, peer = s.recvfrom(2048)
+print("echo reply from %s" % peer[0] if data[0] == 0 and peer[0] == dst else "no reply: %r %r" % (peer, data[:1]))
+'''
+
+
+def test_a_ring_of_three_check_then_run_then_the_cabling_then_a_rerun(ring):
+    check, real = guide_lines(readme.commands("linking-sparks.md", heading="### A ring of three or four"), "ring")
+    before = snapshots(ring)
+    rc, out = run(check, ring)
+    assert rc == 0, out[-5000:]
+    assert snapshots(ring) == before, "check mode changed a host"
+
+    rc, out = run(real, ring)
+    assert rc == 0, out[-6000:]
+    for host in RING:
+        rc, text = sh(ring, host, "cat %s /etc/profile.d/sparkforge.sh" % DROPIN)
+        for interface, address in ring["plan"][host].items():
+            assert "    %s:\n" % interface in text and "        - %s/24\n" % address in text, text
+        assert "NCCL_SOCKET_IFNAME==enP7s7" in text or "NCCL_SOCKET_IFNAME='=enP7s7'" in text, text
+        assert "GLOO_SOCKET_IFNAME=enP7s7" in text and "NCCL_IB_SUBNET_AWARE_ROUTING=1" in text, text
+    # The cabling: each end of each cable reaches the other end, from its own address over its named interface.
+    for net, (a, a_if), (b, b_if) in ring["cables"]:
+        for (me, my_if), (peer, peer_if) in (((a, a_if), (b, b_if)), ((b, b_if), (a, a_if))):
+            src, dst = ring["plan"][me][my_if], ring["plan"][peer][peer_if]
+            rc, text = sh(ring, me, "ip route get %s from %s; python3 -c '%s' %s %s" % (dst, src, ECHO, src, dst))
+            assert rc == 0 and " dev %s " % my_if in text and "echo reply from %s" % dst in text, (net, me, text)
+    summary = json.loads((ring["reports"] / "xhost.json").read_text())
+    assert summary["passed"] and summary["hosts"] == RING, summary.get("verdict")
+    assert sorted((p["a"], p["b"]) for p in summary["judged"]["pairs"]) == [("r1", "r2"), ("r1", "r3"), ("r2", "r3")]
+    assert [(r["op"], r["nodes"], r["exact"]) for r in summary["collectives"]] == [
+        ("all_reduce", 3, True), ("all_gather", 3, True)]
+
+    after = snapshots(ring)
+    rc, out = run(real, ring)
+    assert rc == 0, out[-5000:]
+    assert sorted(recap(out)) == RING and all(r["failed"] == 0 for r in recap(out).values()), recap(out)
+    assert changed_tasks(out) == {START_TASK}, changed_tasks(out)
+    assert snapshots(ring) == after, "the rerun changed a host"
