@@ -325,6 +325,10 @@ def test_a_ring_of_three_check_then_run_then_the_cabling_then_a_rerun(ring):
             assert "    %s:\n" % interface in text and "        - %s/24\n" % address in text, text
         assert "NCCL_SOCKET_IFNAME==enP7s7" in text or "NCCL_SOCKET_IFNAME='=enP7s7'" in text, text
         assert "GLOO_SOCKET_IFNAME=enP7s7" in text and "NCCL_IB_SUBNET_AWARE_ROUTING=1" in text, text
+        # All four functions of the two ports, and the manifest's plugin setting for a ring.
+        hca = "=rocep1s0f0:1,roceP2p1s0f0:1,rocep1s0f1:1,roceP2p1s0f1:1"
+        assert "NCCL_IB_HCA=%s" % hca in text or "NCCL_IB_HCA='%s'" % hca in text, text
+        assert "NCCL_NET_PLUGIN=none" in text, text
     # The cabling: each end of each cable reaches the other end, from its own address over its named interface.
     for net, (a, a_if), (b, b_if) in ring["cables"]:
         for (me, my_if), (peer, peer_if) in (((a, a_if), (b, b_if)), ((b, b_if), (a, a_if))):
