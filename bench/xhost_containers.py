@@ -17,6 +17,14 @@ for 64 hosts to docs/results/xhost-containers-<date>.md (--write). Run from the 
 environment (``source .venv/bin/activate; export ANSIBLE_CONFIG=$PWD/ansible.cfg``):
 
     python bench/xhost_containers.py --write
+
+``--local`` measures the same three figures with N inventory hosts on this machine instead of containers
+(``ansible_connection: local``, the ranks' processes on 127.0.0.1, gloo over ``lo``, one thread each): on the
+2-core test machine every container host shares its 2 cores, which the ratio then measures; on a machine with a
+core or more per host (the GPU test machine has 16) each host's own work runs at once, as on a cluster. Its
+Python must import torch (``--torch-path`` adds a directory to its PYTHONPATH); ``--json FILE`` keeps the rows:
+
+    python bench/xhost_containers.py --local --json /tmp/scaling.json
 """
 
 import argparse
@@ -54,9 +62,9 @@ def median(values):
     return sorted(values)[len(values) // 2]
 
 
-def script_on_hosts(names, addresses, hosts, rounds, port, collective=False):
-    """xhost's script on the given hosts at once, as the module runs it (its config; gloo over the fabric port):
-    (seconds until the last host ended, rank 0's result)."""
+def script_on_hosts(names, addresses, hosts, rounds, port, collective=False, local=None):
+    """xhost's script on the given hosts at once, as the module runs it (its config; gloo over the fabric port, or
+    over lo for ``local`` hosts: {"python": ..., "env": ...}): (seconds until the last host ended, rank 0's result)."""
     results = {}
 
     def one(rank, host):
@@ -65,9 +73,13 @@ def script_on_hosts(names, addresses, hosts, rounds, port, collective=False):
                   "rounds": rounds, "collective_sizes": COLLECTIVE["xhost_collective_sizes"] if collective else [],
                   "collective_iters": 3, "warmup_iters": 1}
         # The same environment the module gives the script (xhost_env, then GLOO_SOCKET_IFNAME from xhost_ifname).
-        proc = subprocess.run(["podman", "exec", "-e", "PYTHONPATH=/opt/xtorch", "-e", "GLOO_SOCKET_IFNAME=" + PORT,
-                               names[host], "python3", "-c", xhost.SCRIPT,
-                               json.dumps(config)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        if local:
+            command, env = [local["python"], "-c", xhost.SCRIPT, json.dumps(config)], \
+                dict(os.environ, GLOO_SOCKET_IFNAME="lo", **local["env"])
+        else:
+            command, env = ["podman", "exec", "-e", "PYTHONPATH=/opt/xtorch", "-e", "GLOO_SOCKET_IFNAME=" + PORT,
+                            names[host], "python3", "-c", xhost.SCRIPT, json.dumps(config)], None
+        proc = subprocess.run(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               universal_newlines=True, timeout=900)
         lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
         results[rank] = json.loads(lines[-1]) if lines else {"status": "error", "reason": proc.stderr[-800:]}
@@ -89,8 +101,99 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", default="2,4,8", help="host counts (default 2,4,8)")
     parser.add_argument("--write", action="store_true", help="write docs/results/xhost-containers-<date>.md")
+    parser.add_argument("--local", action="store_true", help="inventory hosts on this machine, not containers")
+    parser.add_argument("--torch-path", default="", help="--local: a directory the ranks' Python imports torch from")
+    parser.add_argument("--json", help="write the rows to this file")
     args = parser.parse_args(argv)
     counts = [int(n) for n in args.nodes.split(",")]
+    if args.local:
+        rows = measure_local(counts, args.torch_path)
+    else:
+        rows = measure_containers(counts)
+    by = dict((r["nodes"], r) for r in rows)
+    top = max(by)
+    if 2 in by:
+        for key in ("pairs", "whole"):
+            ratio = by[top][key] / by[2][key]
+            print("time(%d)/time(2), %s: %.2f (the issue's bound: 2.5) %s" % (
+                top, key, ratio, "within" if ratio <= 2.5 else "ABOVE"))
+    if args.json:
+        with open(args.json, "w") as handle:
+            json.dump({"kind": "local" if args.local else "containers", "cores": os.cpu_count(),
+                       "load": open("/proc/loadavg").read().split()[:3], "rows": rows}, handle, indent=1)
+    if args.write and not args.local:
+        write(rows)
+    return 0
+
+
+def measure(counts, hosts_all, names, addresses, checkout, root, inventory_for, group_extra, local=None):
+    """The three figures for each N in counts, on the first N of hosts_all: the rows."""
+    rows = []
+    port = 29700
+    for n in counts:
+        hosts = hosts_all[:n]
+        rounds = xhost.pair_rounds(n)
+        port += 3
+        fixed, pairs, wholes = [], [], []
+        for k in range(REPEATS):
+            port += 10
+            fixed.append(script_on_hosts(names, addresses, hosts, [], port, local=local)[0])
+            seconds, first = script_on_hosts(names, addresses, hosts, rounds, port + 1, local=local)
+            assert len(first["pairs"]) == n * (n - 1) // 2 * len(SIZES), first
+            pairs.append(seconds)
+        fixed, pairs = median(fixed), median(pairs)
+        reports = os.path.join(root, "reports-%d" % n)
+        os.makedirs(reports)
+        group = {"xhost_backend": "gloo", "xhost_link_speed_gbps": 1.0, "xhost_sizes": SIZES,
+                 "xhost_iters": ITERS, "xhost_min_link_fraction": 0.02, "xhost_min_busbw_fraction": 0.01,
+                 "xhost_join_timeout": 120, "xhost_op_timeout": 300, "xhost_master_addr": addresses[hosts_all[0]],
+                 "xhost_report_dir": reports}
+        group.update(COLLECTIVE)
+        group.update(group_extra)
+        for k in range(REPEATS):
+            group["xhost_master_port"] = port + 5 + k
+            with open(os.path.join(checkout, "inventory", "hosts.yml"), "w") as handle:
+                yaml.safe_dump({"all": {"children": {"sparks": {"hosts": dict((h, inventory_for(h)) for h in hosts),
+                                                                 "vars": group}}}}, handle)
+            start = time.time()
+            proc = user_shell(checkout, COMMAND)
+            wholes.append(time.time() - start)
+            with open(os.path.join(root, "run-%d-%d.log" % (n, k)), "w") as handle:
+                handle.write(proc.stdout)
+            with open(os.path.join(reports, "xhost.json")) as handle:
+                summary = json.load(handle)
+            if proc.returncode != 0 or not summary["passed"]:
+                raise RuntimeError("the acceptance of %d hosts failed (log %s/run-%d-%d.log): %s"
+                                   % (n, root, n, k, summary.get("verdict")))
+        whole = median(wholes)
+        row = {"wholes": wholes, "nodes": n, "rounds": len(rounds), "pairs_per_round": n // 2, "fixed": fixed,
+               "pairs": pairs, "rounds_only": pairs - fixed, "per_round": (pairs - fixed) / len(rounds),
+               "whole": whole, "slowest_gbs": summary["judged"]["slowest"]["gbs"]}
+        rows.append(row)
+        print("N=%(nodes)d: %(rounds)d rounds of %(pairs_per_round)d; script fixed %(fixed).1f s, with the "
+              "pair rounds %(pairs).1f s (rounds %(rounds_only).1f s, %(per_round).2f s a round); "
+              "playbooks/xhost.yml %(whole).1f s" % row, flush=True)
+    return rows
+
+
+def measure_local(counts, torch_path):
+    """N inventory hosts on this machine (h1 .. hN), one thread each."""
+    import getpass
+    hosts_all = ["h%d" % i for i in range(1, max(counts) + 1)]
+    root = tempfile.mkdtemp(prefix="xhost-bench-local-")
+    env = {"OMP_NUM_THREADS": "1"}
+    if torch_path:
+        env["PYTHONPATH"] = os.pathsep.join([torch_path] + [p for p in [os.environ.get("PYTHONPATH")] if p])
+    local = {"python": sys.executable, "env": env}
+    addresses = dict((h, "127.0.0.1") for h in hosts_all)
+    checkout = user_checkout(root)
+    extra = {"xhost_python": sys.executable, "xhost_env": env, "xhost_user": getpass.getuser(), "xhost_ifname": "lo"}
+    return measure(counts, hosts_all, None, addresses, checkout, root,
+                   lambda h: {"ansible_connection": "local", "ansible_python_interpreter": sys.executable},
+                   extra, local=local)
+
+
+def measure_containers(counts):
     if not image_present():
         sys.exit("podman or the test bed's amd64 image localhost/sparkforge-bookworm:amd64 is missing")
     torch_dir = ensure_torch()
@@ -100,7 +203,6 @@ def main(argv=None):
     hosts_all = ["s%d" % i for i in range(1, top + 1)]
     names = dict((h, "sparkforge-xbench-%s-%s" % (tag, h)) for h in hosts_all)
     root = tempfile.mkdtemp(prefix="xhost-bench-")
-    rows = []
     try:
         subnet = create_network(net)
         addresses = dict((h, str(subnet.network_address + 11 + i)) for i, h in enumerate(hosts_all))
@@ -110,63 +212,13 @@ def main(argv=None):
                          for h in hosts_all))
         print("%d hosts started in %.1f s" % (top, time.time() - started), flush=True)
         checkout = user_checkout(root)
-        port = 29700
-        for n in counts:
-            hosts = hosts_all[:n]
-            rounds = xhost.pair_rounds(n)
-            port += 3
-            fixed, pairs, wholes = [], [], []
-            for k in range(REPEATS):
-                port += 10
-                fixed.append(script_on_hosts(names, addresses, hosts, [], port)[0])
-                seconds, first = script_on_hosts(names, addresses, hosts, rounds, port + 1)
-                assert len(first["pairs"]) == n * (n - 1) // 2 * len(SIZES), first
-                pairs.append(seconds)
-            fixed, pairs = median(fixed), median(pairs)
-            reports = os.path.join(root, "reports-%d" % n)
-            os.makedirs(reports)
-            group = {"xhost_backend": "gloo", "xhost_python": "/usr/bin/python3",
-                     "xhost_env": {"PYTHONPATH": "/opt/xtorch"}, "xhost_link_speed_gbps": 1.0, "xhost_sizes": SIZES,
-                     "xhost_iters": ITERS, "xhost_min_link_fraction": 0.02, "xhost_min_busbw_fraction": 0.01,
-                     "xhost_join_timeout": 120, "xhost_op_timeout": 300, "xhost_master_addr": addresses["s1"],
-                     "xhost_master_port": port + 2, "xhost_report_dir": reports, "xhost_user": "root"}
-            group.update(COLLECTIVE)
-            inventory = dict((h, {"ansible_connection": CONNECTION, "ansible_host": names[h],
-                                  "ansible_python_interpreter": "/usr/bin/python3", "xhost_ifname": PORT})
-                             for h in hosts)
-            for k in range(REPEATS):
-                group["xhost_master_port"] = port + 5 + k
-                with open(os.path.join(checkout, "inventory", "hosts.yml"), "w") as handle:
-                    yaml.safe_dump({"all": {"children": {"sparks": {"hosts": inventory, "vars": group}}}}, handle)
-                start = time.time()
-                proc = user_shell(checkout, COMMAND)
-                wholes.append(time.time() - start)
-                with open(os.path.join(root, "run-%d-%d.log" % (n, k)), "w") as handle:
-                    handle.write(proc.stdout)
-                with open(os.path.join(reports, "xhost.json")) as handle:
-                    summary = json.load(handle)
-                if proc.returncode != 0 or not summary["passed"]:
-                    raise RuntimeError("the acceptance of %d hosts failed (log %s/run-%d-%d.log): %s"
-                                       % (n, root, n, k, summary.get("verdict")))
-            whole = median(wholes)
-            row = {"wholes": wholes, "nodes": n, "rounds": len(rounds), "pairs_per_round": n // 2, "fixed": fixed, "pairs": pairs,
-                   "rounds_only": pairs - fixed, "per_round": (pairs - fixed) / len(rounds), "whole": whole,
-                   "slowest_gbs": summary["judged"]["slowest"]["gbs"]}
-            rows.append(row)
-            print("N=%(nodes)d: %(rounds)d rounds of %(pairs_per_round)d; script fixed %(fixed).1f s, with the "
-                  "pair rounds %(pairs).1f s (rounds %(rounds_only).1f s, %(per_round).2f s a round); "
-                  "playbooks/xhost.yml %(whole).1f s" % row, flush=True)
+        return measure(counts, hosts_all, names, addresses, checkout, root,
+                       lambda h: {"ansible_connection": CONNECTION, "ansible_host": names[h],
+                                  "ansible_python_interpreter": "/usr/bin/python3", "xhost_ifname": PORT},
+                       {"xhost_python": "/usr/bin/python3", "xhost_env": {"PYTHONPATH": "/opt/xtorch"},
+                        "xhost_user": "root"})
     finally:
         cleanup(names.values(), [net])
-    by = dict((r["nodes"], r) for r in rows)
-    if 2 in by and top in by:
-        for key in ("pairs", "whole"):
-            ratio = by[top][key] / by[2][key]
-            print("time(%d)/time(2), %s: %.2f (the issue's bound: 2.5) %s" % (
-                top, key, ratio, "within" if ratio <= 2.5 else "ABOVE"))
-    if args.write:
-        write(rows)
-    return 0
 
 
 def write(rows):
