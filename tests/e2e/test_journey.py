@@ -15,7 +15,7 @@ Triton/LLVM fixture repositories and ptxas (tests/fixtures/triton), and the site
 a signed flat apt repository of stand-ins of the packages llvm and triton install.
 
 Stages, in order (a stage that needs a fresh host restores the host's snapshot, in about a second):
-1. fresh host, `--check --diff`, for torch sources existing, index, wheelhouse and source: exit 0 (or,
+1. fresh host, `--check --diff`, for torch sources existing, index and source: exit 0 (or,
    for `existing` with no torch to keep, preflight's clean stop), and the host's files unchanged; the
    `source` run with every default component but verify (llvm, triton, ml_packages too: the host has no
    venv), each of llvm, triton and ml_packages reporting the change the real run makes;
@@ -23,7 +23,8 @@ Stages, in order (a stage that needs a fresh host restores the host's snapshot, 
    reach, stops before any change, naming the variable to point at a mirror;
 3. converge from fresh, torch from the index: the roles check mode said would change are the roles that
    change (the wheelhouse's converge on a container host is molecule's `pytorch` scenario);
-4. `--check --diff` on the provisioned host for every source: exit 0, nothing changed on the host;
+4. `--check --diff` on the provisioned host for index, wheelhouse and source: exit 0, nothing changed on the
+   host;
 5. the real run: changes exactly what check mode said (nothing for index; the build and install for
    source), and `source` again with its wheel now cached predicts and changes nothing. (`existing`'s
    real no-op run is tests/integration/test_result_is_the_plan.py's, on this machine.)
@@ -53,7 +54,12 @@ BIN = os.path.dirname(sys.executable)
 FIXTURES = os.path.join(REPO, "tests", "fixtures")
 WHEELS = os.path.join(FIXTURES, "pytorch", "wheel_index.py")
 HOST = "offline-amd64"
-SOURCES = ("existing", "index", "wheelhouse", "source")
+# Stage 1 (fresh host) and stage 4 (provisioned): check mode for each place torch can come from, but the
+# wheelhouse on a fresh host and `existing` on a provisioned one, which tests/integration/test_check_mode_local.py
+# runs on this machine (test_check_mode_reports_the_torch_install_and_changes_nothing[wheelhouse],
+# test_check_mode_on_a_provisioned_host_changes_nothing).
+FRESH_SOURCES = ("existing", "index", "source")
+PROVISIONED_SOURCES = ("index", "wheelhouse", "source")
 COMPONENTS = ["cuda_libs", "cusparselt", "pytorch", "torch_domains", "runtime_env"]
 # Stage 1's source run: every default component but verify (it needs a GPU).
 ALL_BUT_VERIFY = ["cuda_libs", "cusparselt", "llvm", "triton", "pytorch", "torch_domains", "ml_packages", "runtime_env"]
@@ -233,7 +239,7 @@ def test_1_fresh_host_check_mode_changes_nothing(stage):
                                 % (stage["mirror"], MIRROR_LIST, MIRROR_LIST))
     assert setup.returncode == 0, setup.stdout[-3000:]
     before = testbed.fs_snapshot(HOST, skip=APT_SIMULATION)
-    for source in SOURCES:
+    for source in FRESH_SOURCES:
         # The source run takes every component but verify: llvm, triton (built) and ml_packages on a host with
         # no venv. The others keep the journey's components (stage 3 converges with them).
         extra = ["-e", json.dumps({"sparkforge_components": ALL_BUT_VERIFY})] if source == "source" else []
@@ -284,13 +290,13 @@ def test_3_converge_changes_what_check_mode_said(stage, source):
 def test_4_check_mode_on_the_provisioned_host_changes_nothing(stage):
     # The host from stage 3 (torch from the index).
     before = testbed.fs_snapshot(HOST)
-    for source in SOURCES:
+    for source in PROVISIONED_SOURCES:
         proc, roles = spark(stage, HOST, "--check", "--diff", *source_args(source))
         assert proc.returncode == 0, (source, proc.stdout[-8000:])
         stage["predicted"][("provisioned", source)] = roles
         after = testbed.fs_snapshot(HOST)
         assert after == before, ("check mode with torch source %s changed the host" % source, changes(before, after))
-    for source in ("existing", "index", "wheelhouse"):
+    for source in ("index", "wheelhouse"):
         assert stage["predicted"][("provisioned", source)] == set(), (source, stage["predicted"])
     assert "pytorch" in stage["predicted"][("provisioned", "source")], stage["predicted"]
 

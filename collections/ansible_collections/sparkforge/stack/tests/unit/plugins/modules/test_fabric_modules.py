@@ -192,24 +192,6 @@ def fabric_cluster(tmp_path, report_dir, trees=None, names=("a", "b"), subnet="1
     return run, roots
 
 
-def test_cluster_fabric_makes_the_missing_report_dir(tmp_path):
-    """Issue 36: a fresh checkout has no reports/; the real run failed after the fabric was applied on every
-    host. --check reports the directory and makes nothing; the run makes it and writes the hostfile."""
-    reports = tmp_path / "fresh-checkout" / "reports"
-    (tmp_path / "fresh-checkout").mkdir()
-    run, roots = fabric_cluster(tmp_path, reports)
-    before = _snapshot(tmp_path / "fresh-checkout", *roots.values())
-    rc, out = run("--check")
-    assert rc == 0, out[-4000:]
-    assert _snapshot(tmp_path / "fresh-checkout", *roots.values()) == before
-    rc, out = run()
-    assert rc == 0, out[-4000:]
-    assert (reports / "cluster-hostfile").read_text() == "192.168.100.11 slots=1\n192.168.100.12 slots=1\n"
-    assert (roots["a"] / "etc" / "netplan" / "40-sparkforge-fabric.yaml").exists()
-    rc, out = run()
-    assert rc == 0 and "changed=0" in out, out[-4000:]
-
-
 def test_cluster_fabric_refusals_change_nothing(tmp_path):
     """Rows X01 and X03 of docs/bad-inputs.md in one run each of --check and the real run: a report directory
     under a regular file, and a host with no link on any port; then X02 and X04 in one real run: the report
