@@ -12,8 +12,9 @@ gloo on the fabric addresses), then for N = 2, 4, 8 (the first N hosts; the othe
 - whole:  ``ansible-playbook playbooks/xhost.yml -i inventory -e xhost_group=sparks`` (the guide's line) end to end:
           versions and parity, the memory bound, the pair rounds, the collective over all N, the verdicts.
 
-Prints a table and the ratio time(8)/time(2) for each against the issue's 2.5, and writes it with a projection
-for 64 hosts to docs/results/xhost-containers-<date>.md (--write). Run from the repository root with the test
+Prints a table and the ratio time(8)/time(2) for each against the issue's 2.5; --write writes that table to
+docs/results/xhost-containers-<date>.md, replacing the file (the reasons and the projection for 64 hosts there are
+written by hand: use --json to keep a run beside them). Run from the repository root with the test
 environment (``source .venv/bin/activate; export ANSIBLE_CONFIG=$PWD/ansible.cfg``):
 
     python bench/xhost_containers.py --write
