@@ -47,7 +47,8 @@ os.environ.setdefault("ANSIBLE_CONFIG", os.path.join(REPO, "ansible.cfg"))
 import yaml  # noqa: E402
 
 from helpers import CONNECTION, image_present, user_checkout, user_shell  # noqa: E402
-from xhost_hosts import (cleanup, create_network, ensure_torch, stand_in_tree, start_hosts)  # noqa: E402
+from xhost_hosts import (cleanup, create_network, ensure_torch, host_addresses, stand_in_tree,  # noqa: E402
+                         start_hosts)
 from ansible_collections.sparkforge.stack.plugins.module_utils.fabric import xhost  # noqa: E402
 
 PORT = "enp1s0f1np1"
@@ -206,7 +207,7 @@ def measure_containers(counts):
     root = tempfile.mkdtemp(prefix="xhost-bench-")
     try:
         subnet = create_network(net)
-        addresses = dict((h, str(subnet.network_address + 11 + i)) for i, h in enumerate(hosts_all))
+        addresses = host_addresses(subnet, hosts_all)
         started = time.time()
         start_hosts(dict((names[h], (["%s:interface_name=%s,ip=%s" % (net, PORT, addresses[h])],
                                      ["%s:/opt/xtorch:ro" % torch_dir] + stand_in_tree(root, h, "spark")))

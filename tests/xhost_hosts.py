@@ -80,6 +80,11 @@ def create_network(name, subnet=None, gateway=None, internal=False, mtu=9000):
     return ipaddress.ip_network(json.loads(inspect.stdout)[0]["subnets"][0]["subnet"])
 
 
+def host_addresses(subnet, hosts):
+    """{host: address}: the hosts in order from the subnet's .11 (podman keeps the low addresses for its gateway)."""
+    return dict((h, str(subnet.network_address + 11 + i)) for i, h in enumerate(hosts))
+
+
 def remove_networks(names):
     for name in names:
         subprocess.run(["podman", "network", "rm", "-f", name], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,

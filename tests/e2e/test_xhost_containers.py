@@ -43,8 +43,8 @@ import yaml
 
 import readme
 from helpers import CONNECTION, image_present, run_module, user_checkout
-from xhost_hosts import (DROPIN, PROCFS, SYSFS, Unavailable, cleanup, create_network, ensure_torch,
-                         run, sh, snapshots, stand_in_tree, start_hosts)
+from xhost_hosts import (DROPIN, PROCFS, SYSFS, cleanup, create_network, host_addresses, run, sh, snapshots,
+                         stand_in_tree, start_hosts)
 
 # host: (profile, its fabric port: the container's real interface is named after it)
 HOSTS = {"x1": ("spark", "enp1s0f1np1"), "x2": ("gh200", "ibp16s0")}
@@ -59,15 +59,6 @@ def readme_cluster_commands():
 
 
 @pytest.fixture(scope="module")
-def torch_dir():
-    """Real torch for the containers' Python 3.11 (the CPU wheel this machine's pip finds locally)."""
-    try:
-        return ensure_torch()
-    except Unavailable as exc:
-        pytest.skip(str(exc))
-
-
-@pytest.fixture(scope="module")
 def cluster(torch_dir, tmp_path_factory):
     tag = uuid.uuid4().hex[:6]
     net = "sparkforge-xnet-%s" % tag
@@ -75,7 +66,7 @@ def cluster(torch_dir, tmp_path_factory):
     root = tmp_path_factory.mktemp("cluster")
     try:
         subnet = create_network(net)
-        addresses = dict((h, str(subnet.network_address + 11 + i)) for i, h in enumerate(sorted(HOSTS)))
+        addresses = host_addresses(subnet, sorted(HOSTS))
         hosts, specs = {}, {}
         for host, (profile, port) in sorted(HOSTS.items()):
             specs[names[host]] = (["%s:interface_name=%s,ip=%s" % (net, port, addresses[host])],

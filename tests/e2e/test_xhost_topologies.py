@@ -44,8 +44,8 @@ import yaml
 
 import readme
 from helpers import CONNECTION, image_present, user_checkout
-from xhost_hosts import (DROPIN, PROCFS, SYSFS, START_TASK, Unavailable, changed_tasks, cleanup, create_network,
-                         ensure_torch, host_netns, recap, run, sh, snapshots, stand_in_tree, start_hosts)
+from xhost_hosts import (DROPIN, PROCFS, SYSFS, START_TASK, changed_tasks, cleanup, create_network, host_addresses,
+                         host_netns, recap, run, sh, snapshots, stand_in_tree, start_hosts)
 
 pytestmark = pytest.mark.skipif(not image_present(), reason="podman or the test bed's amd64 image missing")
 
@@ -66,14 +66,6 @@ ACCEPTANCE = {
     "xhost_collective_sizes": [1 << 16], "xhost_collective_iters": 2, "xhost_warmup_iters": 1,
     "xhost_min_link_fraction": 0.02, "xhost_min_busbw_fraction": 0.01,
     "xhost_join_timeout": 60, "xhost_op_timeout": 120}
-
-
-@pytest.fixture(scope="module")
-def torch_dir():
-    try:
-        return ensure_torch()
-    except Unavailable as exc:
-        pytest.skip(str(exc))
 
 
 def common_vars(root, reports):
@@ -98,7 +90,7 @@ def switch(torch_dir, tmp_path_factory):
     root = tmp_path_factory.mktemp("switch")
     try:
         subnet = create_network(net)
-        addresses = dict((h, str(subnet.network_address + 11 + i)) for i, h in enumerate(SWITCH))
+        addresses = host_addresses(subnet, SWITCH)
         # The odd torch: the same files, its version.py saying another release.
         with open(os.path.join(torch_dir, "torch", "version.py")) as handle:
             real = handle.read()
@@ -268,7 +260,7 @@ def ring(torch_dir, tmp_path_factory):
     plan, cables = ring_plan(pool)
     try:
         subnet = create_network(mgmt)
-        management = dict((h, str(subnet.network_address + 11 + i)) for i, h in enumerate(RING))
+        management = host_addresses(subnet, RING)
         networks = dict((h, ["%s:interface_name=enP7s7,ip=%s" % (mgmt, management[h])]) for h in RING)
         for net, (a, a_if), (b, b_if) in cables:
             name = "sparkforge-xrc-%s-%s" % (tag, str(net.network_address).replace(".", "-"))
