@@ -98,7 +98,8 @@ def test_the_collective_over_all_ranks_is_exact_and_judged(n):
     for r in rows:
         factor = 2.0 * (n - 1) / n if r["op"] == "all_reduce" else (n - 1) / float(n)
         total = r["bytes"] * (n if r["op"] == "all_gather" else 1)
-        assert r["total_bytes"] == total and r["algbw"] == round(total / r["seconds"] / 1e9, 3), r
+        # seconds is reported rounded to the microsecond and algbw to 3 places, each from the unrounded time
+        assert r["total_bytes"] == total and r["algbw"] == pytest.approx(total / r["seconds"] / 1e9, abs=2e-3), r
         assert abs(r["busbw"] - r["algbw"] * factor) < 0.002 and r["link_gbps"] == 1.0, r
     assert summary["passed"] and [v["verdict"] for v in summary["nodes"]] == ["pass"] * n, summary["nodes"]
 
