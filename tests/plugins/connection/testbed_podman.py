@@ -8,7 +8,7 @@
 # command in the container.  Measured on this project's 2-core machine: 20 `command` tasks took 18.8 s
 # through containers.podman.podman, 8.4 s with one `podman exec` a task.
 # That command no longer goes through `podman exec` either: the podman CLI costs about 50 ms of CPU a call
-# (Go's start, the storage's lock, conmon and runc), 14% of all the CPU the offline-bundle and rollout tests
+# (Go's start, the storage's lock, conmon and runc), 13% of all the CPU the offline-bundle and rollout tests
 # used (process accounting, stop 41), on a machine whose two cores the suite keeps busy. As root, the
 # command enters the container's mount, UTS, IPC, network and PID namespaces with nsenter(1) and runs with
 # the environment the container's first process has (what `podman exec` gives it), in about 3 ms; files
