@@ -13,7 +13,8 @@ short_description: the options every role of a roles directory declares in its m
 description:
   - Reads C(<roles dir>/*/meta/argument_specs.yml) on the controller and returns one mapping of option
     name to C(type), C(elements) and C(choices); where two roles declare the same option, the first role in
-    name order wins.
+    name order wins. An option whose role default (C(defaults/main.yml)) is empty gets C(empty=true), one whose
+    default is null C(null=true); those values mean what the role documents.
   - Preflight checks every variable a user sets against it before anything changes (module
     M(sparkforge.stack.validate_vars)). Only ansible-core is needed (the controller may have nothing else).
 options:
@@ -45,6 +46,8 @@ import yaml
 from ansible.errors import AnsibleLookupError
 from ansible.plugins.lookup import LookupBase
 
+from ansible_collections.sparkforge.stack.plugins.module_utils.plan.validate import mark_defaults
+
 
 class LookupModule(LookupBase):
     def run(self, terms, variables=None, **kwargs):
@@ -63,4 +66,11 @@ class LookupModule(LookupBase):
                     if name not in out:
                         out[name] = {"type": spec.get("type", "str"), "elements": spec.get("elements"),
                                      "choices": spec.get("choices")}
-        return [out]
+        # Where a role's own default is empty or null, that value is one it documents (validate.mark_defaults).
+        defaults = {}
+        for path in sorted(glob.glob(os.path.join(roles_dir, "*", "defaults", "main.yml"))
+                           + glob.glob(os.path.join(roles_dir, "*", "defaults", "main", "*.yml"))):
+            with open(path) as handle:
+                for name, value in (yaml.safe_load(handle) or {}).items():
+                    defaults.setdefault(name, value)
+        return [mark_defaults(out, defaults)]

@@ -18,6 +18,9 @@ description:
     symlink), when the path exists and is not of its O(paths[].kind), or when the directory the run writes
     into (the path itself, or its nearest existing ancestor under which the run creates the rest) is not
     writable by the connecting user.
+  - Each path is resolved on the host (its symlinks followed) and refused when it leads to a system directory or
+    into the collection's checkout (O(collection_dir)) - the rules the controller applies to the path as written
+    (C(module_utils/_common/path_rules.py), one home for both).
   - Reads only, so check mode gives the answer the real run would meet (preflight runs it in both).
 author:
   - sparkforge developers (@sparkforge)
@@ -41,6 +44,12 @@ options:
         type: str
         choices: [dir, file]
         default: dir
+  collection_dir:
+    description:
+      - The collection's directory on the controller; no path may lead inside it or the checkout it belongs to
+        (except the checkout's C(reports/)). Empty - not checked.
+    type: str
+    default: ""
 attributes:
   check_mode:
     support: full
@@ -73,6 +82,7 @@ checked:
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.sparkforge.stack.plugins.module_utils._common.path_rules import protected_dirs
 from ansible_collections.sparkforge.stack.plugins.module_utils.host.host_paths import paths_problems
 
 
@@ -84,11 +94,12 @@ def main():
                 path=dict(type="str", default=""),
                 kind=dict(type="str", choices=["dir", "file"], default="dir"),
             )),
+            collection_dir=dict(type="str", default=""),
         ),
         supports_check_mode=True,
     )
     entries = module.params["paths"]
-    problems = paths_problems(entries)
+    problems = paths_problems(entries, protected_dirs(module.params["collection_dir"]))
     checked = [e["path"] for e in entries if e.get("path")]
     if problems:
         module.fail_json(msg="%d path(s) cannot be used; nothing was changed: %s" % (len(problems), " | ".join(problems)),

@@ -16,6 +16,8 @@ __metaclass__ = type
 
 import os
 
+from ansible_collections.sparkforge.stack.plugins.module_utils._common.path_rules import resolved_place_problem
+
 KINDS = ("dir", "file")
 
 
@@ -29,9 +31,11 @@ def _what(path):
     return "not a directory"
 
 
-def path_problem(variable, path, kind="dir"):
+def path_problem(variable, path, kind="dir", protected=()):
     """One message naming the variable, the path and the offending parent, or None when the run can
-    create or write ``path`` (``kind`` dir: a directory; file: a file whose directory is created)."""
+    create or write ``path`` (``kind`` dir: a directory; file: a file whose directory is created).
+    The path resolved here (its symlinks followed) must not be a system directory nor inside ``protected``
+    (path_rules: the controller checked the path as written; a symlink is only known here)."""
     if kind not in KINDS:
         raise ValueError("kind must be one of %s, got %r" % (", ".join(KINDS), kind))
     if not path:
@@ -39,6 +43,10 @@ def path_problem(variable, path, kind="dir"):
     if not os.path.isabs(path):
         return "%s=%s is not an absolute path" % (variable, path)
     path = os.path.normpath(path)
+    where = path if kind == "dir" else os.path.dirname(path)
+    why = resolved_place_problem(where, protected)
+    if why:
+        return "%s=%s: %s%s" % (variable, path, "" if where == path else "its directory %s " % where, why)
     parts = [p for p in path.split(os.sep) if p]
     nearest = os.sep
     for i in range(1, len(parts)):
@@ -64,11 +72,11 @@ def path_problem(variable, path, kind="dir"):
     return None
 
 
-def paths_problems(entries):
+def paths_problems(entries, protected=()):
     """[message] for entries [{variable, path, kind}] (empty paths are not used, so not checked)."""
     out = []
     for entry in entries:
-        message = path_problem(entry["variable"], entry.get("path") or "", entry.get("kind") or "dir")
+        message = path_problem(entry["variable"], entry.get("path") or "", entry.get("kind") or "dir", protected)
         if message:
             out.append(message)
     return out

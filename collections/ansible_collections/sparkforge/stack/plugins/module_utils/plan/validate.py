@@ -21,6 +21,15 @@ import difflib
 import ipaddress
 import os
 import re
+import unicodedata
+
+from ansible_collections.sparkforge.stack.plugins.module_utils._common.path_rules import (  # noqa: F401 (shared)
+    CHECKOUT_WRITABLE,
+    SYSTEM_DIRS,
+    inside,
+    place_problem,
+    protected_dirs,
+)
 
 # The stack's components, in the order the plays run them: the one list.  preflight's plan imports it; the
 # manifest's default sparkforge_components and the plays' `'<name>' in sparkforge_components` gates are YAML
@@ -31,20 +40,21 @@ COMPONENTS = ("cuda_libs", "cusparselt", "llvm", "triton", "pytorch", "torch_dom
 BOOL_TRUE = ("true", "yes", "on", "1", "y", "t")
 BOOL_FALSE = ("false", "no", "off", "0", "n", "f")
 
-VERSION = re.compile(r"^\d+(\.\d+){1,3}$")
-RELEASE = re.compile(r"^\d+\.\d+\.\d+$")
-URL = re.compile(r"^(https?|file)://[^\s]+$")
-GIT_URL = re.compile(r"^((https?|ssh|git|file)://[^\s]+|[\w.-]+@[\w.-]+:[^\s]+)$")
-SHA256 = re.compile(r"^[0-9a-fA-F]{64}$")
-ARCH = re.compile(r"^\d+\.\d+[af]?(\+PTX)?$")
-PERCENT = re.compile(r"^\d+(\.\d+)?%$")
-GENERATION = re.compile(r"^[1-9]\d*$")
+VERSION = re.compile(r"^\d+(\.\d+){1,3}$", re.ASCII)
+RELEASE = re.compile(r"^\d+\.\d+\.\d+$", re.ASCII)
+URL = re.compile(r"^(https?|file)://[^\s]+$", re.ASCII)
+GIT_URL = re.compile(r"^((https?|ssh|git|file)://[^\s]+|[\w.-]+@[\w.-]+:[^\s]+)$", re.ASCII)
+SHA256 = re.compile(r"^[0-9a-fA-F]{64}$", re.ASCII)
+ARCH = re.compile(r"^\d+\.\d+[af]?(\+PTX)?$", re.ASCII)
+PERCENT = re.compile(r"^\d+(\.\d+)?%$", re.ASCII)
+GENERATION = re.compile(r"^[1-9]\d*$", re.ASCII)
+# Every pattern is ASCII-only: Python's \d also matches full-width and other Unicode digits ("２.11.0").
+DIGITS = re.compile(r"^[0-9]+$", re.ASCII)
+KEYRING = re.compile(r"^\d+(\.\d+)*(-\d+)?$", re.ASCII)
+ARCH_SPLIT = re.compile(r"[;\s,]+", re.ASCII)
 
-# A venv, prefix, build, wheel or report path is never one of these directories itself (a venv at /usr
-# would be `python3 -m venv /usr`); a path below them is fine (/opt/sparkforge, /srv/wheels).
-SYSTEM_DIRS = ("/", "/usr", "/usr/local", "/usr/bin", "/usr/lib", "/usr/share", "/etc", "/bin", "/sbin", "/lib",
-               "/lib64", "/var", "/var/lib", "/opt", "/home", "/root", "/boot", "/dev", "/proc", "/sys", "/tmp",
-               "/srv", "/mnt", "/media", "/run", "/snap")
+# SYSTEM_DIRS (what a venv, prefix, build, wheel or report path never is itself) and the rule are in
+# _common/path_rules.py, shared with each host's check of the resolved path (paths_usable).
 # Paths that are read, not created (a root the fabric role reads, an interpreter, a CUDA install): exempt from the
 # system-directory and inside-the-checkout rules (cluster_fabric_root is / on a real host).
 READ_PATHS = ("cluster_fabric_sysfs_root", "cluster_fabric_proc_root", "cluster_fabric_root", "sparkforge_cuda_home",
@@ -52,9 +62,6 @@ READ_PATHS = ("cluster_fabric_sysfs_root", "cluster_fabric_proc_root", "cluster_
               "runtime_env_ptxas_path", "triton_json_syspath")
 # Beside the project's own prefix: the variables of cluster.yml and xhost.yml; each role's name is a prefix too.
 PREFIXES = ("sparkforge_", "cluster_", "xhost_")
-# What the controller keeps in the directory ansible-playbook runs in by default (the checkout, run from its
-# root): its reports (git-ignored) and the cluster's SSH keys (cluster_ssh_key_dir).
-CHECKOUT_WRITABLE = ("reports", ".sparkforge-cluster-keys")
 # What the preflight role passes for a variable that is not set anywhere (skipped, as None is).
 UNSET = "__unset__"
 
@@ -65,6 +72,9 @@ UNSET = "__unset__"
 # empty: the empty string is allowed (it means "default" or "none" for that variable).
 RULES = {
     "sparkforge_components": {"choices": COMPONENTS},
+    # Empty: no profile, only ml_packages_packages (the role's documented meaning).
+    "sparkforge_ml_profile": {"empty": True},
+    "ml_packages_profile": {"empty": True},
     "sparkforge_torch_version": {"kind": "release", "also": ("latest",)},
     "pytorch_version": {"kind": "release", "also": ("latest",)},
     "torch_domains_version": {"kind": "release", "also": ("latest",)},
@@ -120,7 +130,8 @@ RULES = {
     "cluster_fabric_subnet": {"kind": "cidr", "empty": True},
     "cluster_fabric_mtu": {"min": 576, "max": 65520},
     "sparkforge_fabric_mtu": {"min": 576, "max": 65520},
-    "cluster_fabric_confirm_timeout": {"min": 10, "max": 3600},
+    # As fabric_netplan's confirm_timeout: 0 is "no timer" (test_validate_schemas.py compares the two).
+    "cluster_fabric_confirm_timeout": {"min": 0, "max": 3600},
     "cluster_fabric_slots": {"min": 1, "max": 1024},
     "cuda_libs_cache_valid_time": {"min": 0, "max": 31536000},
     "llvm_apt_cache_valid_time": {"min": 0, "max": 31536000},
@@ -311,26 +322,26 @@ def check_string(value, kind, rule):
             also = "".join(" or %r" % a for a in rule.get("also", ()))
             raise Invalid("%s is not a release like 2.11.0 (major.minor.patch)%s" % (show(value), also))
     elif kind == "version_or_int":
-        if not (VERSION.match(value) or value.isdigit()):
+        if not (VERSION.match(value) or DIGITS.match(value)):
             raise Invalid("%s is not a version like 580 or 580.95" % show(value))
     elif kind == "int_string":
-        if not value.isdigit():
+        if not DIGITS.match(value):
             raise Invalid("%s is not a number like 18" % show(value))
         to_number(int(value), "int", rule)
     elif kind == "keyring":
-        if not re.match(r"^\d+(\.\d+)*(-\d+)?$", value):
+        if not KEYRING.match(value):
             raise Invalid("%s is not a cuda-keyring version like 1.1-1" % show(value))
     elif kind == "sha256":
         if not SHA256.match(value):
             raise Invalid("%s is not a sha256 (64 hexadecimal digits)" % show(value))
     elif kind == "arch_list":
-        archs = [a for a in re.split(r"[;\s,]+", value.strip()) if a]
+        archs = [a for a in ARCH_SPLIT.split(value.strip()) if a]
         bad = [a for a in archs if not ARCH.match(a)]
         if bad or not archs:
             raise Invalid("%s is not a TORCH_CUDA_ARCH_LIST like \"9.0;12.1\" (bad: %s)"
                           % (show(value), ", ".join(bad) or "empty"))
     elif kind == "jobs":
-        if value != "auto" and not (value.isdigit() and int(value) >= 1):
+        if value != "auto" and not (DIGITS.match(value) and int(value) >= 1):
             raise Invalid("%s is neither 'auto' nor a count of at least 1" % show(value))
         if value != "auto":
             in_range(int(value), value, rule)
@@ -345,7 +356,7 @@ def check_string(value, kind, rule):
         except ValueError as exc:
             raise Invalid("%s is not a network like 192.168.100.0/24: %s" % (show(value), exc))
     elif kind == "serial":
-        if not (value.isdigit() and int(value) >= 1 or PERCENT.match(value) and 0 < float(value[:-1]) <= 100):
+        if not (DIGITS.match(value) and int(value) >= 1 or PERCENT.match(value) and 0 < float(value[:-1]) <= 100):
             raise Invalid("%s is neither a count of at least 1 nor a percentage like 25%%" % show(value))
     if rule.get("choices") and value not in rule["choices"]:
         raise Invalid("%s is not one of %s" % (show(value), ", ".join(rule["choices"])))
@@ -364,11 +375,6 @@ def check_sha256_map(value, where=()):
                           % ("][".join(repr(p) for p in path), show(item)))
 
 
-def inside(path, root):
-    root = root.rstrip("/") or "/"
-    return path == root or path.startswith(root + "/")
-
-
 def check_path(value, rule):
     """A path where something is created: normalised, not a system directory, not inside the collection or
     the checkout (``rule["protected"]``: (directory, the part of it that may be written) pairs)."""
@@ -377,21 +383,52 @@ def check_path(value, rule):
         raise Invalid("%s has '.' or '..' in it: give the path itself (%s)" % (show(value), os.path.normpath(value)))
     if rule.get("read"):
         return
-    path = os.path.normpath(value)
-    if path.startswith("//"):
-        path = "/" + path.lstrip("/")
-    if path in SYSTEM_DIRS:
-        raise Invalid("%s is a system directory: give a directory of its own below it, e.g. %s/sparkforge"
-                      % (show(value), path.rstrip("/")))
-    for root, writable in rule.get("protected") or ():
-        if inside(path, root) and not any(inside(path, os.path.join(root, w)) for w in writable):
-            raise Invalid("%s is inside %s: nothing is created there; give a path outside it" % (show(value), root))
+    why = place_problem(value, rule.get("protected"))
+    if why:
+        raise Invalid("%s %s" % (show(value), why))
+
+
+KIND_WORDS = {"path": "an absolute path", "path_or_url": "an absolute path or an http(s)/file URL",
+              "url": "an http(s) or file URL", "git": "a git remote URL", "version": "a version like 2.11.0",
+              "release": "a release like 2.11.0", "arch_list": "a TORCH_CUDA_ARCH_LIST like \"9.0;12.1\"",
+              "sha256": "a sha256 (64 hexadecimal digits)", "jobs": "'auto' or a count", "cidr": "a network like "
+              "192.168.100.0/24", "generation": "a generation number", "serial": "a count or a percentage like 25%"}
+
+
+def wanted(spec, rule):
+    """What a variable takes, in words (for the messages about an empty value)."""
+    if rule.get("choices"):
+        return "one of %s" % ", ".join(str(c) for c in rule["choices"])
+    kind = rule.get("kind") or ("path" if spec.get("type") == "path" else None)
+    if spec.get("type") == "list":
+        return "a list (YAML [a, b], or a,b with -e)"
+    return KIND_WORDS.get(kind) or TYPE_WORDS.get(spec.get("type"), "a value")
+
+
+def unicode_digits(value):
+    """The non-ASCII digits anywhere in a value (full-width, Arabic-Indic, ...): Python's int(), float() and
+    \\d take them, so "２.11.0" would pass as a version and fail later, unclearly."""
+    if isinstance(value, str):
+        return [c for c in value if ord(c) > 127 and unicodedata.category(c) == "Nd"]
+    if isinstance(value, dict):
+        return [c for k, v in value.items() for c in unicode_digits(k) + unicode_digits(v)]
+    if isinstance(value, (list, tuple)):
+        return [c for item in value for c in unicode_digits(item)]
+    return []
+
+
+def is_empty(value):
+    return isinstance(value, str) and not value.strip() or isinstance(value, (list, tuple)) and not value
 
 
 def check_one(name, value, spec, protected=()):
     """The value of one variable, normalised; raises Invalid with the reason."""
     spec = dict(spec or {})
     rule = dict(RULES.get(name, {}))
+    odd = unicode_digits(value)
+    if odd:
+        raise Invalid("%s has the non-ASCII digit(s) %s: type the ASCII digits 0-9" % (
+            show(value), ", ".join("%r (U+%04X)" % (c, ord(c)) for c in sorted(set(odd)))))
     rule["protected"] = protected
     rule["read"] = name in READ_PATHS
     if spec.get("choices") and "choices" not in rule:
@@ -402,6 +439,12 @@ def check_one(name, value, spec, protected=()):
         kind = "path"
     if kind is None and vtype == "str" and (name.endswith("_url") and not name.endswith("_repo_url")):
         kind = "url"
+    # Empty where that means nothing: allowed where the rule says so or the role's own default is empty
+    # (the argument_specs lookup marks those: "none" or "the default" is what the role documents for it).
+    if (is_empty(value) or vtype == "list" and isinstance(value, str) and not split_list(value)) \
+            and not (rule.get("empty") or spec.get("empty")):
+        raise Invalid("%s is empty: give %s, or leave the variable unset for its default"
+                      % (show(value), wanted(spec, rule)))
     if vtype == "bool":
         return to_bool(value)
     if vtype in ("int", "float"):
@@ -453,26 +496,11 @@ def check_one(name, value, spec, protected=()):
     return check_string(value, kind, rule)
 
 
-def protected_dirs(collection_dir):
-    """(directory, writable part) pairs nothing may be created in: the collection, and the checkout it is part of
-    (collections/ansible_collections/sparkforge/stack under a directory with ansible.cfg) but its reports/."""
-    if not collection_dir:
-        return []
-    collection_dir = os.path.normpath(collection_dir)
-    out = [(collection_dir, ())]
-    checkout = collection_dir
-    for part in ("stack", "sparkforge", "ansible_collections", "collections"):
-        if os.path.basename(checkout) != part:
-            return out
-        checkout = os.path.dirname(checkout)
-    if os.path.isfile(os.path.join(checkout, "ansible.cfg")):
-        out.append((checkout, CHECKOUT_WRITABLE))
-    return out
-
-
-def check(values, specs, protected=()):
-    """``values``: variable name -> value (None or UNSET: not set, skipped); ``specs``: name -> its argument
-    spec (type, elements, choices); ``protected``: what protected_dirs returns.  Returns (normalised values,
+def check(values, specs, protected=(), given=None):
+    """``values``: variable name -> value (UNSET: not set, skipped); ``specs``: name -> its argument
+    spec (type, elements, choices, and ``empty``/``null`` where the role's default is empty/null);
+    ``protected``: what protected_dirs returns; ``given``: the names the user set (inventory, group and host
+    vars, -e; None: every name of ``values``) - a null among them is refused, a null role default is not.  Returns (normalised values,
     errors); each error is a dict with ``variable``, ``value`` (as shown) and ``message`` ("<variable>:
     <reason>")."""
     merged = dict(EXTRA_SPECS)
@@ -481,7 +509,16 @@ def check(values, specs, protected=()):
     errors = []
     for name in sorted(values):
         value = values[name]
-        if value is None or value == UNSET:
+        if value == UNSET or value is None and given is not None and name not in given:
+            continue
+        if value is None:
+            # `name:` with nothing after it in YAML is null: set, to nothing (rendered as '' in a task).
+            spec = merged.get(name, {"type": "raw"})
+            if spec.get("null"):
+                continue
+            errors.append({"variable": name, "value": "null", "message": "%s: is empty (null: the key has no "
+                           "value, as `%s:` in YAML); give %s, or remove the line for the default"
+                           % (name, name, wanted(spec, RULES.get(name, {})))})
             continue
         try:
             normalised[name] = check_one(name, value, merged.get(name, {"type": "raw"}), protected)
@@ -550,4 +587,20 @@ def specs_from_argument_specs(documents):
         for entry in ((doc or {}).get("argument_specs") or {}).values():
             for name, spec in (entry.get("options") or {}).items():
                 out.setdefault(name, spec)
+    return out
+
+
+def mark_defaults(specs, defaults):
+    """``specs`` with ``empty`` (the role's default is "", [] or {}: empty has the meaning the role documents)
+    and ``null`` (the default is null) added from ``defaults``, the roles' defaults merged (name -> value)."""
+    out = {}
+    for name, spec in specs.items():
+        spec = dict(spec)
+        if name in defaults:
+            default = defaults[name]
+            if default is None:
+                spec["null"] = True
+            elif isinstance(default, (str, list, dict)) and not default:
+                spec["empty"] = True
+        out[name] = spec
     return out

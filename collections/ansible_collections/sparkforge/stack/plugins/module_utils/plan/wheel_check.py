@@ -162,6 +162,10 @@ def wheelhouse_problems(location, wanted, python_version, machine, variable):
     machine; every wheel that fits (any of them may be what pip installs, a dependency too) must open
     as a wheel. A project the wheelhouse lacks is pip's to report (No matching distribution)."""
     directory = local_dir(location)
+    if directory is not None and os.path.lexists(directory) and not os.path.isdir(directory):
+        # A wheel file given where the directory that holds the wheels is meant: every check below would skip it.
+        return ["the wheelhouse %s (%s) is a file, not a directory: give the directory that holds the wheels"
+                % (directory, variable)]
     if directory is None or not os.path.isdir(directory):
         return []
     files = sorted(f for f in os.listdir(directory) if f.endswith(".whl") and os.path.isfile(os.path.join(directory, f)))

@@ -28,7 +28,14 @@ def specs():
     for path in sorted(glob.glob(os.path.join(COLLECTION, "roles", "*", "meta", "argument_specs.yml"))):
         with open(path) as handle:
             docs.append(yaml.safe_load(handle))
-    return validate.specs_from_argument_specs(docs)
+    defaults = {}
+    for path in sorted(glob.glob(os.path.join(COLLECTION, "roles", "*", "defaults", "main.yml"))
+                       + glob.glob(os.path.join(COLLECTION, "roles", "*", "defaults", "main", "*.yml"))):
+        with open(path) as handle:
+            for name, value in (yaml.safe_load(handle) or {}).items():
+                defaults.setdefault(name, value)
+    # As the argument_specs lookup gives them to preflight: empty and null role defaults marked.
+    return validate.mark_defaults(validate.specs_from_argument_specs(docs), defaults)
 
 
 SPECS = specs()
@@ -117,7 +124,7 @@ def test_the_preflight_role_asks_for_every_extra_variable_and_reads_every_roles_
 
 
 def test_good_values_pass_normalised():
-    values, errors = validate.check({
+    good = {
         "sparkforge_components": "pytorch, torch_domains",
         "ml_packages_packages": ["einops"],
         "preflight_allow_x86_64": "yes",
@@ -136,7 +143,9 @@ def test_good_values_pass_normalised():
         "llvm_version": 18,
         "sparkforge_venv": validate.UNSET,
         "pytorch_venv": None,
-    }, SPECS)
+    }
+    # pytorch_venv is null but not set by the user (a role default that is null): skipped.
+    values, errors = validate.check(good, SPECS, given=[name for name in good if name != "pytorch_venv"])
     assert errors == []
     assert values["sparkforge_components"] == ["pytorch", "torch_domains"]
     assert values["preflight_allow_x86_64"] is True and values["sparkforge_probe_timeout"] == 7
