@@ -10,7 +10,10 @@ import subprocess
 
 import pytest
 import yaml
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
 
+from ansible_collections.sparkforge.stack.tests.unit.plugins.module_utils.schema_strategies import NAMES, bad_values
 from helpers import REPO
 from test_check_mode_local import BIN, TORCH_ONLY, make_host, playbook, snapshot, watched
 
@@ -197,3 +200,108 @@ def test_an_inventory_that_does_not_parse_stops_ansible_playbook_naming_it(tmp_p
     assert "Completely failed to parse inventory source %s" % bad in proc.stdout
     assert "PLAY [" not in proc.stdout
     assert git_status() == status_before
+
+
+# ---------------------------------------------------------------- bad values of every class, as properties
+
+def ansible_checked():
+    """The options Ansible's own argument check of the manifest and preflight roles sees first in spark.yml."""
+    names = set()
+    for role in ("manifest", "preflight"):
+        with open(os.path.join(COLLECTION, "roles", role, "meta", "argument_specs.yml")) as handle:
+            for entry in (yaml.safe_load(handle)["argument_specs"] or {}).values():
+                names.update((entry.get("options") or {}))
+    return names
+
+
+ANSIBLE_CHECKED = ansible_checked()
+# The manifest's release tables, which its own tasks read (and assert on) before preflight runs.
+with open(os.path.join(COLLECTION, "roles", "manifest", "tasks", "main.yml")) as _handle:
+    MANIFEST_READ = set(re.findall(r"\bsparkforge_[a-z_]+", _handle.read()))
+# Every declared variable that has a bad value validate_vars is the first to see.
+PLAYBOOK_NAMES = [n for n in NAMES if n not in MANIFEST_READ
+                  and bad_values(n, passes_ansible=n in ANSIBLE_CHECKED) is not None]
+
+
+# Four examples, no shrinking (each example is a playbook run of a few seconds; a failure prints its draws).
+@settings(max_examples=40, derandomize=True, deadline=None, database=None, phases=(Phase.explicit, Phase.generate),
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_property_bad_values_of_declared_variables_stop_the_playbook_naming_each(tmp_path_factory, data):
+    """Item 6a of issue 42: a dozen declared variables at once, each with a bad value drawn from its type (null,
+    empty, a non-ASCII digit, out of range, a relative or system path, a float for a version), given with -e:
+    exit 2, every one named, nothing changed on the host or in the checkout. One run per example: validate_vars
+    reports every error at once."""
+    names = data.draw(st.lists(st.sampled_from(PLAYBOOK_NAMES), min_size=8, max_size=14, unique=True), label="names")
+    values = dict((name, data.draw(bad_values(name, passes_ansible=name in ANSIBLE_CHECKED), label=name))
+                  for name in names)
+    host = make_host(tmp_path_factory.mktemp("bad"), None, "index", torch=False, venv=False, components=TORCH_ONLY)
+    before, status_before = snapshot(*watched(host)), git_status()
+    proc = run_book(host, "playbooks/spark.yml", "-e", json.dumps(values))
+    out = proc.stdout
+    assert proc.returncode == 2, (values, out[-3000:])
+    refused = re.search(r"\d+ variable\(s\) refused, nothing was changed: (.*)", out)
+    assert refused, (values, out[-3000:])
+    for name in names:
+        assert "%s: " % name in refused.group(1), (name, values[name], out[-3000:])
+    assert "Read the host, check it and plan the work" not in out
+    assert snapshot(*watched(host)) == before
+    assert git_status() == status_before
+
+
+def test_host_paths_by_meaning_a_symlink_to_usr_and_a_wheel_file_for_a_wheelhouse(tmp_path):
+    """H13 and W12 through the playbook, in check mode: the venv is a symlink to /usr (the controller's check of
+    the text passes; the host resolves it), and the wheelhouse is a wheel file. Refused before any change."""
+    host = make_host(tmp_path, None, "index", torch=False, venv=False, components=TORCH_ONLY)
+    link = tmp_path / "venv-link"
+    link.symlink_to("/usr")
+    wheel = tmp_path / "torch-2.11.0-cp312-cp312-linux_x86_64.whl"
+    wheel.write_bytes(b"PK\x03\x04 truncated")
+    before, status_before = snapshot(*watched(host)), git_status()
+    proc = run_book(host, "playbooks/spark.yml", "--check", "-e", json.dumps({"sparkforge_venv": str(link)}))
+    assert proc.returncode == 2, proc.stdout[-3000:]
+    assert "sparkforge_venv=%s: resolves to /usr (a symlink), which is a system directory" % link in proc.stdout
+    proc = run_book(host, "playbooks/spark.yml", "--check", "-e",
+                    json.dumps({"sparkforge_torch_source": "wheelhouse", "pytorch_wheelhouse": str(wheel)}))
+    assert proc.returncode == 2, proc.stdout[-3000:]
+    assert "the wheelhouse %s (pytorch_wheelhouse) is a file, not a directory" % wheel in proc.stdout
+    assert snapshot(*watched(host)) == before
+    assert git_status() == status_before
+
+
+def test_the_rows_across_variables_stop_the_playbook_in_one_run(tmp_path):
+    """V24-V29, V40, V41 (the second table of section V) through spark.yml, all in one run: two spellings of the
+    torch version, a CUDA major against the default cu130 index, three bad pins, a misspelt profile, two bad extra
+    matrix entries. Exit 2, each row's message, nothing changed."""
+    host = make_host(tmp_path, None, "index", torch=False, venv=False, components=TORCH_ONLY)
+    # The stand-in host's inventory points the torch index at a local file:// index (no cuNNN): back to the default.
+    with open(host["inventory"]) as handle:
+        data = yaml.safe_load(handle)
+    for name in ("pytorch_index_url", "torch_domains_index_url", "ml_packages_profile"):
+        data["all"]["vars"].pop(name, None)
+    with open(host["inventory"], "w") as handle:
+        yaml.safe_dump(data, handle)
+    values = {"sparkforge_torch_version": "2.11.0", "pytorch_version": "2.10.0", "sparkforge_cuda_major": 12,
+              "ml_packages_pins": {"transformers": 4.40, "transformerz": "4.40.0", "einops": "latest"},
+              "ml_packages_profile": "trainig",
+              "ml_packages_extra_matrix": {"mypkg": {"methods": [{"method": "pipx"}]},
+                                           "mypkg2": {"methods": [{"method": "wheel", "when": {"os": "x"}}]}}}
+    before, status_before = snapshot(*watched(host)), git_status()
+    proc = run_book(host, "playbooks/spark.yml", "-e", json.dumps(values))
+    out = proc.stdout
+    assert proc.returncode == 2, out[-3000:]
+    expected = dict((r, row_message(r)) for r in ("V24", "V25", "V26", "V27", "V28", "V29", "V40", "V41"))
+    for row_id, message in expected.items():
+        assert message in out, (row_id, message, out[-3000:])
+    assert "Read the host, check it and plan the work" not in out
+    assert snapshot(*watched(host)) == before
+    assert git_status() == status_before
+
+
+def row_message(row_id):
+    """The message column of a row of the tables without a variable column of their own form."""
+    with open(DOC) as handle:
+        for line in handle:
+            if line.startswith("| %s |" % row_id):
+                return line.rstrip("\n")[:-2].split(" | ")[-1]
+    raise AssertionError(row_id)

@@ -24,16 +24,16 @@ SPECIFIER = re.compile(r"^(==|!=|<=|>=|~=|<|>|===)\s*%s(\.\*)?$" % _RELEASE, re.
 def pin_problem(pin):
     """Why ``pin`` is not a version or specifier (None when it is one)."""
     if isinstance(pin, float):
-        return "the number %s: YAML read the version as a number (4.40 becomes 4.4); quote it (\"%s\")" % (pin, pin)
+        return "the number %s: YAML read an unquoted version as a number (4.40 becomes 4.4); write it quoted, as a string" % pin
     if isinstance(pin, bool) or not isinstance(pin, (str, int)):
-        return "%r is not a version: give a string like \"4.40.0\" or \">=4.40,<5\"" % (pin,)
+        return "%r is not a version: give a string like '4.40.0' or '>=4.40,<5'" % (pin,)
     text = str(pin).strip()
     if not text:
-        return "is empty: give a version like \"4.40.0\" or \">=4.40,<5\", or remove the pin"
+        return "is empty: give a version like '4.40.0' or '>=4.40,<5', or remove the pin"
     clauses = [c.strip() for c in text.split(",")]
     if len(clauses) == 1 and PIN.match(text) or all(SPECIFIER.match(c) for c in clauses):
         return None
-    return "%r is not a version like \"4.40.0\" nor specifiers like \">=4.40,<5\"" % text
+    return "%r is not a version like '4.40.0' nor specifiers like '>=4.40,<5'" % text
 
 
 def entry_problems(name, entry):

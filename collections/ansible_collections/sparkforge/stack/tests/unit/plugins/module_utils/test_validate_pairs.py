@@ -23,6 +23,7 @@ from ansible_collections.sparkforge.stack.plugins.module_utils.host import host_
 from ansible_collections.sparkforge.stack.plugins.module_utils.packages import ml_inputs
 from ansible_collections.sparkforge.stack.plugins.module_utils.plan import validate, validate_pairs, wheel_check
 
+from schema_strategies import NAMES, bad_values
 from test_validate import COLLECTION, PROTECTED, SPECS
 
 MANIFEST = {}
@@ -225,38 +226,6 @@ def test_w12_a_wheelhouse_that_is_a_file_is_refused(tmp_path):
 
 
 # ---------------------------------------------------------------- properties: every declared variable
-
-NAMES = sorted(n for n in set(SPECS) | set(validate.EXTRA_SPECS))
-MERGED = dict(validate.EXTRA_SPECS, **SPECS)
-WIDE_DIGITS = st.sampled_from(u"０１２３４５６７８９٠١٢٣४५६")
-
-
-def bad_values(name):
-    """Values every declared variable refuses, drawn from its type."""
-    spec, rule = MERGED[name], validate.RULES.get(name, {})
-    vtype = spec.get("type", "str")
-    kind = rule.get("kind") or ("path" if vtype == "path" else None)
-    options = [st.builds(lambda d: "1%s" % d, WIDE_DIGITS)]  # a Unicode digit anywhere
-    if not (spec.get("null")):
-        options.append(st.none())
-    if vtype in ("str", "path", "list") and not (rule.get("empty") or spec.get("empty")):
-        options.append(st.sampled_from(["", "  "]))
-    if vtype == "list" and not (rule.get("empty") or spec.get("empty")):
-        options.append(st.just([]))
-    if vtype in ("int", "float"):
-        options.append(st.sampled_from(["many", True]))
-        options.append(st.integers(min_value=1, max_value=10 ** 6).map(lambda d: rule["max"] + d))
-        options.append(st.integers(min_value=1, max_value=10 ** 6).map(lambda d: rule["min"] - d))
-    if vtype == "bool":
-        options.append(st.sampled_from(["maybe", 2, [True]]))
-    if vtype == "dict":
-        options.append(st.sampled_from(["a=b", ["x"], 3]))
-    if kind == "path" and name not in validate.READ_PATHS:
-        options.append(st.sampled_from(["relative/dir", "./v", "/usr", "/opt/../usr", "/opt/./x"]))
-    if kind in ("version", "release"):
-        options.append(st.floats(min_value=0.1, max_value=99.9, allow_nan=False))
-    return st.one_of(options)
-
 
 @settings(max_examples=300, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
