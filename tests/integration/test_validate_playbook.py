@@ -223,8 +223,8 @@ PLAYBOOK_NAMES = [n for n in NAMES if n not in MANIFEST_READ
                   and bad_values(n, passes_ansible=n in ANSIBLE_CHECKED) is not None]
 
 
-# Four examples, no shrinking (each example is a playbook run of a few seconds; a failure prints its draws).
-@settings(max_examples=40, derandomize=True, deadline=None, database=None, phases=(Phase.explicit, Phase.generate),
+# Five examples, no shrinking (each example is a playbook run of a few seconds; a failure prints its draws).
+@settings(max_examples=5, derandomize=True, deadline=None, database=None, phases=(Phase.explicit, Phase.generate),
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_property_bad_values_of_declared_variables_stop_the_playbook_naming_each(tmp_path_factory, data):
