@@ -71,7 +71,8 @@ options:
     description:
       - What the user asked for, keys C(components) (list), C(torch_version) (C(latest) or a version of the
         manifest), C(torch_source) (C(source), C(index), C(wheelhouse) or C(existing)), C(cuda_arch_list)
-        (empty for the default from the host's GPUs), C(ml_profile), and C(index_url) (the index the
+        (empty for the default from the host's GPUs), C(ml_profile) (empty - none), C(ml_packages), C(ml_pins) and
+        C(ml_extra_matrix) (the ML packages role's list, pins and extra matrix entries), and C(index_url) (the index the
         C(index) source installs from, shown in the plan). C(latest) skips releases whose wheels need a newer
         Python than the host's (C(python_version) of O(host), or of this dict). C(venv) (the stack venv); with
         C(torch_source=existing) it must already hold the planned torch, else the host has a problem.

@@ -219,10 +219,15 @@ def compile_needs(config, enabled, manifest, facts, klass, ml_out=None):
     if "ml_packages" in enabled and matrix:
         platform = {"arch": facts["cpu"]["arch"], "platform_class": klass,
                     "cuda_major": manifest.get("sparkforge_cuda_major", 13)}
+        # What the ml_packages role resolves: the manifest's matrix and pins with the user's extra entries and
+        # pins over them, its profile ("" is none) and its package list.
+        matrix = dict(matrix, **(config.get("ml_extra_matrix") or {}))
+        pins = dict(manifest.get("sparkforge_ml_package_pins") or {}, **(config.get("ml_pins") or {}))
+        profile = config.get("ml_profile")
         try:
-            items = ml_resolve(matrix, manifest.get("sparkforge_ml_profiles") or {},
-                               manifest.get("sparkforge_ml_package_pins") or {}, platform,
-                               profile=config.get("ml_profile") or "minimal")
+            items = ml_resolve(matrix, manifest.get("sparkforge_ml_profiles") or {}, pins, platform,
+                               profile="minimal" if profile is None else profile or None,
+                               packages=config.get("ml_packages") or None)
         except MatrixError as exc:
             raise PlanError("ML package matrix: %s" % exc)
         if ml_out is not None:  # the packages the profile installs (what an offline bundle must carry)
@@ -234,11 +239,20 @@ def compile_needs(config, enabled, manifest, facts, klass, ml_out=None):
     return needs
 
 
+def ml_words(config):
+    """The ML packages asked for, as the plan shows them: the profile and the extra packages."""
+    profile = config.get("ml_profile", "minimal")
+    words = ["profile %s" % profile] if profile else []
+    if config.get("ml_packages"):
+        words.append("packages %s" % ", ".join(config["ml_packages"]))
+    return " + ".join(words) or "nothing selected"
+
+
 def build_plan(facts, config, manifest):
     """What each component will do on this host and why.
 
     ``config``: components (list), torch_version, torch_source, cuda_arch_list (optional),
-    ml_profile.  ``manifest``: sparkforge_torch_releases, sparkforge_triton_releases,
+    ml_profile, ml_packages, ml_pins, ml_extra_matrix (what the ml_packages role resolves).  ``manifest``: sparkforge_torch_releases, sparkforge_triton_releases,
     sparkforge_torch_arch_min_version.
     """
     klass = facts["platform_class"]
@@ -321,7 +335,7 @@ def build_plan(facts, config, manifest):
     step("torch_domains", "build" if build_torch else "install",
          "torchvision %s, torchaudio %s" % (release.get("torchvision"), release.get("torchaudio")),
          "the versions paired with PyTorch %s" % torch_version)
-    step("ml_packages", "install", "profile %s" % config.get("ml_profile", "minimal"),
+    step("ml_packages", "install", ml_words(config),
          "constrained so the custom torch is never replaced")
     step("runtime_env", "configure", "CUDA_MODULE_LOADING=LAZY, allocator, TF32, Triton ptxas", "runtime tuning")
     step("verify", "check", "numerical checks and benchmarks on the GPU", "prove the result")

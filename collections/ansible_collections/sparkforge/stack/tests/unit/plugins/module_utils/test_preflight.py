@@ -299,3 +299,18 @@ def test_existing_torch_must_be_there_and_the_planned_one(tmp_path):
     assert "/v holds none" in none[0]["message"] and "sparkforge_torch_source" in none[0]["message"]
     other = existing_torch_problems("/v", "2.10.0", "2.11.0")
     assert "holds torch 2.10.0 and the plan wants 2.11.0: set sparkforge_torch_version=2.10.0" in other[0]["message"]
+
+
+def test_the_plan_resolves_the_ml_packages_the_role_installs():
+    """Issue 42 item 2: the plan reads the role's inputs - an empty profile is none (not minimal), the role's
+    package list, the user's pins and extra matrix entries over the manifest's."""
+    m = manifest()
+    config = {"components": ["ml_packages"], "torch_source": "index", "ml_profile": "", "ml_packages": ["einops"],
+              "ml_pins": {"einops": "0.8.0"}}
+    plan = pf.build_plan(spark_facts(), config, m)
+    assert [s["detail"] for s in plan["steps"] if s["component"] == "ml_packages"] == ["packages einops"]
+    items = []
+    pf.compile_needs(config, ["ml_packages"], m, spark_facts(), "dgx_spark", ml_out=items)
+    assert items == [{"name": "einops", "requirement": "einops==0.8.0", "method": "wheel"}]
+    with pytest.raises(pf.PlanError, match="unknown profile 'trainig'"):
+        pf.compile_needs({"ml_profile": "trainig"}, ["ml_packages"], m, spark_facts(), "dgx_spark")
