@@ -417,6 +417,27 @@ def unicode_digits(value):
     return []
 
 
+# A key that names a version (version, versions, nccl_version, min_version): its value is text, never a YAML float.
+VERSION_KEY = re.compile(r"(^|_)(versions?|release)$", re.ASCII)
+
+
+def float_versions(value, where=""):
+    """Where, inside mappings and lists, a version-named key holds a float (YAML read `22.10` as 22.1)."""
+    found = []
+    if isinstance(value, dict):
+        for key, item in value.items():
+            here = "%s[%r]" % (where, key)
+            items = item if isinstance(item, (list, tuple)) else [item]
+            if VERSION_KEY.search(str(key)) and any(isinstance(i, float) for i in items):
+                found.append("%s is %s" % (here, show(item)))
+            else:
+                found += float_versions(item, here)
+    elif isinstance(value, (list, tuple)):
+        for index, item in enumerate(value):
+            found += float_versions(item, "%s[%d]" % (where, index))
+    return found
+
+
 def is_empty(value):
     return isinstance(value, str) and not value.strip() or isinstance(value, (list, tuple)) and not value
 
@@ -425,6 +446,11 @@ def check_one(name, value, spec, protected=()):
     """The value of one variable, normalised; raises Invalid with the reason."""
     spec = dict(spec or {})
     rule = dict(RULES.get(name, {}))
+    if isinstance(value, float) and VERSION_KEY.search(name):
+        raise Invalid("got the number %s: YAML read a version as a number; quote it" % value)
+    floats = float_versions(value)
+    if floats:
+        raise Invalid("%s: YAML read a version as a number (22.10 becomes 22.1); quote it" % "; ".join(floats))
     odd = unicode_digits(value)
     if odd:
         raise Invalid("%s has the non-ASCII digit(s) %s: type the ASCII digits 0-9" % (

@@ -129,6 +129,15 @@ def test_good_ml_inputs_pass():
     assert ml_inputs.pin_problem("2.11.0+cu130") is None and ml_inputs.pin_problem("==1.*") is None
 
 
+def test_v42_a_version_yaml_read_as_a_float_is_refused_inside_mappings_and_lists():
+    """V42: a version-named key (versions, nccl_version, release) holding a float, at any depth."""
+    _, errors = validate.check({"preflight_supported_distributions": [{"distribution": "Ubuntu", "versions": [22.10]}]},
+                               SPECS)
+    assert [e["message"] for e in errors] == [row("V42").replace("`", "")]
+    _, errors = validate.check({"cluster_fabric_nccl_version": 2.27}, SPECS)
+    assert "quote it" in errors[0]["message"]
+
+
 # ---------------------------------------------------------------- two schemas, one meaning (item 3)
 
 def module_docs():
