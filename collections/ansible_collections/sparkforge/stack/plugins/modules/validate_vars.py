@@ -19,7 +19,7 @@ description:
   - A list may be given as a list or as a comma-separated string (what C(-e name=a,b) gives); it is split.
     A number or boolean given as a string (what C(-e name=8) gives) is converted; RV(values) holds the typed values.
   - A path where something is created is absolute, has no C(.) or C(..), is not a system directory
-    (C(validate.SYSTEM_DIRS)) and is not inside the collection or its checkout (but the checkout's C(reports/)).
+    (C(path_rules.SYSTEM_DIRS)) and is not inside the collection or its checkout (but the checkout's C(reports/)).
   - A variable in O(unknown) (set with a project prefix, but neither declared nor set by any role) is refused
     with the closest declared name.
   - A value set to null (C(name:) with nothing after it in YAML) or empty where the variable's role does not

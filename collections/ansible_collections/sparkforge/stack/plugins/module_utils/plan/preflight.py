@@ -252,8 +252,8 @@ def build_plan(facts, config, manifest):
     """What each component will do on this host and why.
 
     ``config``: components (list), torch_version, torch_source, cuda_arch_list (optional),
-    ml_profile, ml_packages, ml_pins, ml_extra_matrix (what the ml_packages role resolves).  ``manifest``: sparkforge_torch_releases, sparkforge_triton_releases,
-    sparkforge_torch_arch_min_version.
+    ml_profile, ml_packages, ml_pins, ml_extra_matrix (what the ml_packages role resolves).
+    ``manifest``: sparkforge_torch_releases, sparkforge_triton_releases, sparkforge_torch_arch_min_version.
     """
     klass = facts["platform_class"]
     enabled = config.get("components") or list(COMPONENTS)

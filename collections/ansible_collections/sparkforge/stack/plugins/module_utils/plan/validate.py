@@ -23,13 +23,7 @@ import os
 import re
 import unicodedata
 
-from ansible_collections.sparkforge.stack.plugins.module_utils._common.path_rules import (  # noqa: F401 (shared)
-    CHECKOUT_WRITABLE,
-    SYSTEM_DIRS,
-    inside,
-    place_problem,
-    protected_dirs,
-)
+from ansible_collections.sparkforge.stack.plugins.module_utils._common import path_rules
 
 # The stack's components, in the order the plays run them: the one list.  preflight's plan imports it; the
 # manifest's default sparkforge_components and the plays' `'<name>' in sparkforge_components` gates are YAML
@@ -55,6 +49,8 @@ ARCH_SPLIT = re.compile(r"[;\s,]+", re.ASCII)
 
 # SYSTEM_DIRS (what a venv, prefix, build, wheel or report path never is itself) and the rule are in
 # _common/path_rules.py, shared with each host's check of the resolved path (paths_usable).
+# What nothing may be created in (validate_vars and the Python API ask validate for it).
+protected_dirs = path_rules.protected_dirs
 # Paths that are read, not created (a root the fabric role reads, an interpreter, a CUDA install): exempt from the
 # system-directory and inside-the-checkout rules (cluster_fabric_root is / on a real host).
 READ_PATHS = ("cluster_fabric_sysfs_root", "cluster_fabric_proc_root", "cluster_fabric_root", "sparkforge_cuda_home",
@@ -383,7 +379,7 @@ def check_path(value, rule):
         raise Invalid("%s has '.' or '..' in it: give the path itself (%s)" % (show(value), os.path.normpath(value)))
     if rule.get("read"):
         return
-    why = place_problem(value, rule.get("protected"))
+    why = path_rules.place_problem(value, rule.get("protected"))
     if why:
         raise Invalid("%s %s" % (show(value), why))
 

@@ -51,6 +51,14 @@ def cross(values, given=None, context=None):
     return validate_pairs.cross_check(typed, list(values) if given is None else given, context)
 
 
+def cross_errors(*args, **kwargs):
+    return cross(*args, **kwargs)[0]
+
+
+def check_errors(*args):
+    return validate.check(*args)[1]
+
+
 # ---------------------------------------------------------------- one input, one name (item 2)
 
 def role_defaults():
@@ -81,7 +89,7 @@ def test_every_role_default_that_is_a_sparkforge_value_is_an_alias_or_said_not_t
 
 def test_v24_two_spellings_of_one_input_with_different_values_are_refused_naming_both():
     """V24: sparkforge_torch_version 2.11.0 beside pytorch_version 2.10.0 (planned as one, installed as the other)."""
-    errors, _ = cross({"sparkforge_torch_version": "2.11.0", "pytorch_version": "2.10.0"})
+    errors = cross_errors({"sparkforge_torch_version": "2.11.0", "pytorch_version": "2.10.0"})
     assert [e["message"] for e in errors] == [row("V24")]
 
 
@@ -94,13 +102,13 @@ def test_a_role_spelling_set_alone_becomes_the_inputs_one_value():
 
 
 def test_v25_a_cuda_major_that_disagrees_with_the_torch_index_is_refused_naming_both():
-    errors, _ = cross({"sparkforge_cuda_major": 12, "sparkforge_torch_index_url": "https://download.pytorch.org/whl/cu130"})
+    errors = cross_errors({"sparkforge_cuda_major": 12, "sparkforge_torch_index_url": "https://download.pytorch.org/whl/cu130"})
     assert [e["message"] for e in errors] == [row("V25")]
     # Agreeing, or an index that names no CUDA (a mirror, a file:// index): nothing to compare.
     assert cross({"sparkforge_cuda_major": 12, "pytorch_index_url": "https://download.pytorch.org/whl/cu128/"})[0] == []
     assert cross({"sparkforge_cuda_major": 12, "pytorch_index_url": "file:///srv/index"})[0] == []
     # The index read is the one the roles read: a role spelling set alone.
-    errors, _ = cross({"sparkforge_cuda_major": 13, "pytorch_index_url": "https://download.pytorch.org/whl/cu126"})
+    errors = cross_errors({"sparkforge_cuda_major": 13, "pytorch_index_url": "https://download.pytorch.org/whl/cu126"})
     assert "pytorch_index_url='https://download.pytorch.org/whl/cu126' says CUDA major 12" in errors[0]["message"]
 
 
@@ -116,25 +124,23 @@ def test_v25_a_cuda_major_that_disagrees_with_the_torch_index_is_refused_naming_
                  id="V41"),
 ])
 def test_the_ml_layers_inputs_are_refused_against_the_manifests_matrix(row_id, values):
-    errors, _ = cross(values, context=CONTEXT)
+    errors = cross_errors(values, context=CONTEXT)
     assert [m for m in (e["message"] for e in errors) if m.startswith(row(row_id))], (row(row_id), errors)
 
 
 def test_good_ml_inputs_pass():
-    errors, _ = cross({"ml_packages_pins": {"transformers": "4.40.0", "einops": ">=0.8,<1"},
-                       "ml_packages_extra_matrix": {"mypkg": {"methods": [{"method": "wheel", "when": {"arch": "aarch64"}},
-                                                                          {"method": "skip", "reason": "x86"}]}},
-                       "sparkforge_ml_profile": "training"}, context=CONTEXT)
+    extra = {"mypkg": {"methods": [{"method": "wheel", "when": {"arch": "aarch64"}}, {"method": "skip", "reason": "x86"}]}}
+    errors = cross_errors({"ml_packages_pins": {"transformers": "4.40.0", "einops": ">=0.8,<1"},
+                           "ml_packages_extra_matrix": extra, "sparkforge_ml_profile": "training"}, context=CONTEXT)
     assert errors == []
     assert ml_inputs.pin_problem("2.11.0+cu130") is None and ml_inputs.pin_problem("==1.*") is None
 
 
 def test_v42_a_version_yaml_read_as_a_float_is_refused_inside_mappings_and_lists():
     """V42: a version-named key (versions, nccl_version, release) holding a float, at any depth."""
-    _, errors = validate.check({"preflight_supported_distributions": [{"distribution": "Ubuntu", "versions": [22.10]}]},
-                               SPECS)
+    errors = check_errors({"preflight_supported_distributions": [{"distribution": "Ubuntu", "versions": [22.10]}]}, SPECS)
     assert [e["message"] for e in errors] == [row("V42").replace("`", "")]
-    _, errors = validate.check({"cluster_fabric_nccl_version": 2.27}, SPECS)
+    errors = check_errors({"cluster_fabric_nccl_version": 2.27}, SPECS)
     assert "quote it" in errors[0]["message"]
 
 
@@ -241,7 +247,7 @@ def test_w12_a_wheelhouse_that_is_a_file_is_refused(tmp_path):
 def test_property_every_declared_variable_refuses_bad_values_of_its_type_naming_it(data):
     names = data.draw(st.lists(st.sampled_from(NAMES), min_size=1, max_size=8, unique=True))
     values = dict((name, data.draw(bad_values(name), label=name)) for name in names)
-    _, errors = validate.check(values, SPECS, PROTECTED)
+    errors = check_errors(values, SPECS, PROTECTED)
     refused = dict((e["variable"], e["message"]) for e in errors)
     assert sorted(refused) == sorted(names), (values, errors)
     for name, message in refused.items():
