@@ -9,8 +9,9 @@ values, before any host is read.
   (their defaults are ``{{ sparkforge_* }}``).  Two spellings the user set with different values are
   refused, naming both; one role spelling set alone becomes the input's value (``one_source``, published
   by preflight as the sparkforge_* variable), so the plan and every role read one value.
-* ``PAIRINGS``: values that state one fact (the CUDA major) in different variables; every one stated must
-  agree, whether set by the user or left at the manifest's default.
+* ``PAIRINGS``: values that state one fact (the CUDA major: a number, a torch index's cuNNN, a versioned
+  CUDA install's directory) in different variables; every one stated must agree, whether set by the user or
+  left at the manifest's default.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -61,6 +62,15 @@ def cuda_of_index(url):
     return int(match.group(1)[:-1]) if match else None
 
 
+# The CUDA major of a versioned CUDA install: /usr/local/cuda-12.8 -> 12 (/usr/local/cuda, a symlink, states none).
+CUDA_HOME = re.compile(r"/cuda-([0-9]+)\.[0-9]+/?$", re.ASCII)
+
+
+def cuda_of_home(path):
+    match = CUDA_HOME.search(str(path or ""))
+    return int(match.group(1)) if match else None
+
+
 def cuda_of_number(value):
     text = str(value if value is not None else "").strip()
     return int(text) if text.isdigit() and text.isascii() else None
@@ -72,7 +82,9 @@ PAIRINGS = {
     "CUDA major": (("sparkforge_cuda_major", cuda_of_number),
                    ("sparkforge_torch_index_url", cuda_of_index),
                    ("sparkforge_ml_pytorch_index_url", cuda_of_index),
-                   ("cusparselt_cuda_major", cuda_of_number)),
+                   ("cusparselt_cuda_major", cuda_of_number),
+                   ("sparkforge_cuda_home", cuda_of_home),
+                   ("fleet_build_cuda_home", cuda_of_home)),
 }
 
 

@@ -112,6 +112,17 @@ def test_v25_a_cuda_major_that_disagrees_with_the_torch_index_is_refused_naming_
     assert "pytorch_index_url='https://download.pytorch.org/whl/cu126' says CUDA major 12" in errors[0]["message"]
 
 
+def test_v43_a_versioned_cuda_home_that_disagrees_with_the_cuda_major_is_refused():
+    errors = cross_errors({"sparkforge_cuda_major": 13, "sparkforge_cuda_home": "/usr/local/cuda-12.8"})
+    assert [e["message"] for e in errors] == [row("V43")]
+    # A role spelling set alone is the one read; an unversioned directory states no CUDA.
+    assert "torch_domains_cuda_home='/usr/local/cuda-12.6'" in cross_errors(
+        {"sparkforge_cuda_major": 13, "torch_domains_cuda_home": "/usr/local/cuda-12.6"})[0]["message"]
+    assert cross_errors({"sparkforge_cuda_major": 13, "sparkforge_cuda_home": "/usr/local/cuda"}) == []
+    assert cross_errors({"sparkforge_cuda_major": 12, "sparkforge_cuda_home": "/opt/cuda-12.8/",
+                         "pytorch_index_url": "https://download.pytorch.org/whl/cu128"}) == []
+
+
 # ---------------------------------------------------------------- the ML layer's inputs (item 3)
 
 @pytest.mark.parametrize("row_id,values", [
