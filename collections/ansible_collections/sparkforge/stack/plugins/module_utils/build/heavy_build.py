@@ -32,6 +32,7 @@ __metaclass__ = type
 
 import os
 import re
+import shutil
 import tarfile
 import zipfile
 
@@ -235,11 +236,42 @@ def apply_fixes(project, fixes, package):
 
 # ---- the audit ------------------------------------------------------------------------
 
-def audit_wheel(path, targets, package):
+def toolkit_env(env, base_path=None):
+    """``env`` with ``$CUDA_HOME/bin`` first on PATH: a setup.py that looks for nvcc on PATH (torch's
+    cpp_extension finds CUDA_HOME, many packages' own checks do not) finds the toolkit the plan chose,
+    not whichever nvcc the host's PATH happens to hold, nor none (it then skips its CUDA extension)."""
+    out = dict(env)
+    cuda_home = out.get("CUDA_HOME")
+    if not cuda_home:
+        return out
+    rest = [d for d in (out.get("PATH") or base_path or os.environ.get("PATH", "")).split(os.pathsep) if d]
+    bin_dir = os.path.join(cuda_home, "bin")
+    out["PATH"] = os.pathsep.join([bin_dir] + [d for d in rest if d != bin_dir])
+    return out
+
+
+def no_gpu_code_cause(env, gpu_build):
+    """The likely reason a build compiled no kernels, from what it ran with: no nvcc on its PATH, or
+    the entry's force-build variables (the data that makes setup.py compile CUDA without a GPU)."""
+    path = (env or {}).get("PATH") or os.environ.get("PATH", "")
+    nvcc = shutil.which("nvcc", path=path)
+    if not nvcc:
+        return ("nvcc was not found on the build's PATH (%s): its setup.py then skips the CUDA extension; "
+                "set CUDA_HOME to the toolkit (its bin/ is put first on PATH)" % path)
+    force = (gpu_build or {}).get("force_build") or {}
+    if force:
+        return ("nvcc was found (%s) and the entry's force-build variable(s) %s were set: check that the release "
+                "still reads them (gpu_build.force_build)" % (nvcc, ", ".join("%s=%s" % kv for kv in sorted(force.items()))))
+    return ("nvcc was found (%s) but the entry sets no force-build variable: if its setup.py compiles CUDA only when "
+            "a GPU is visible or a variable is set, name that variable in gpu_build.force_build" % nvcc)
+
+
+def audit_wheel(path, targets, package, env=None, gpu_build=None):
     """Audit every shared object of a built wheel for each target capability.
 
     Returns {ok, libraries: [{path, sass, ptx, verdicts: {target: verdict}}], message}.
-    Refused (ok False): no library with GPU code (the build compiled no kernels), or a
+    Refused (ok False): no library with GPU code (the build compiled no kernels; the message
+    gives the likely cause from ``env``, the build's environment, and ``gpu_build``), or a
     library with no SASS or PTX that runs on one of the targets.
     """
     if not targets:
@@ -257,7 +289,7 @@ def audit_wheel(path, targets, package):
     if not libs:
         return {"ok": False, "libraries": [], "message": (
             "%s: refused by the arch audit: %s holds no shared object with GPU code (the build compiled no "
-            "CUDA kernels; check the arch and force-build variables)" % (package, name))}
+            "CUDA kernels): %s" % (package, name, no_gpu_code_cause(env, gpu_build)))}
     bad = []
     jit = []
     for lib in libs:

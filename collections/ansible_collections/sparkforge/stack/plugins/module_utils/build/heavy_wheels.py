@@ -152,6 +152,7 @@ def build_one(item, p, index, base_env, cuda, python_id, check_mode=False):
     env = isolated_environ(os.environ, base_env)
     env.update(item["source"]["env"])
     env.update(item["gpu_env"])
+    env = heavy_build.toolkit_env(env)
     work = tempfile.mkdtemp(prefix=".heavy-%s-" % canon, dir=None if check_mode else p["wheel_dir"])
     if check_mode:
         # Check mode writes nothing on the host but its temporary directory (the sdist, to key the build).
@@ -199,7 +200,7 @@ def build_one(item, p, index, base_env, cuda, python_id, check_mode=False):
             if len(wheels) != 1:
                 raise BuildError("pip wheel of %s made %s, not one wheel (see %s)" % (item["name"], wheels, log))
             built = os.path.join(out, wheels[0])
-            audit = heavy_build.audit_wheel(built, item["audit_targets"], item["name"])
+            audit = heavy_build.audit_wheel(built, item["audit_targets"], item["name"], env, item["gpu_build"])
             audit_record = {"wheel": wheels[0], "targets": item["audit_targets"], "libraries": audit["libraries"],
                             "ok": audit["ok"], "note": audit["message"] if audit["ok"] else ""}
             if not audit["ok"]:

@@ -99,6 +99,7 @@ def env_for(item, method, base_env):
     env = mp.build_env(item, method, base_env)
     if method == "source" and item.get("gpu_env"):
         env.update(item["gpu_env"])
+        env = heavy_build.toolkit_env(env)
     return env
 
 
@@ -146,7 +147,7 @@ def heavy_install(pip, item, row, work, env):
         return False, False
     wheel = os.path.join(wheel_dir, wheels[0])
     try:
-        audit = heavy_build.audit_wheel(wheel, item["audit_targets"], item["name"])
+        audit = heavy_build.audit_wheel(wheel, item["audit_targets"], item["name"], env, gb)
     except heavy_build.HeavyBuildError as exc:
         row["reason"] = str(exc)
         return False, False

@@ -192,11 +192,26 @@ def test_audit_wheel_verdicts(tmp_path, gencodes, targets, ok, verdicts, message
         assert result["message"].startswith("pkg: refused by the arch audit of pkg-1.0-cp311")
 
 
+def test_toolkit_env_puts_cuda_bin_first_once():
+    env = hb.toolkit_env({"CUDA_HOME": "/opt/cuda", "PATH": "/usr/bin:/opt/cuda/bin:/bin"})
+    assert env["PATH"] == "/opt/cuda/bin:/usr/bin:/bin"
+    assert hb.toolkit_env({"CUDA_HOME": "/opt/cuda"}, base_path="/usr/bin")["PATH"] == "/opt/cuda/bin:/usr/bin"
+    assert "PATH" not in hb.toolkit_env({"X": "1"})
+
+
 @pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler")
-def test_audit_wheel_without_gpu_code_is_refused(tmp_path):
-    result = hb.audit_wheel(_wheel(tmp_path, "pkg", None), ["9.0"], "pkg")
-    assert not result["ok"] and "holds no shared object with GPU code (the build compiled no CUDA kernels" \
+def test_audit_wheel_without_gpu_code_is_refused_with_the_likely_cause(tmp_path):
+    wheel = _wheel(tmp_path, "pkg", None)
+    result = hb.audit_wheel(wheel, ["9.0"], "pkg", {"PATH": str(tmp_path)}, {"force_build": {"FORCE_CUDA": "1"}})
+    assert not result["ok"] and "holds no shared object with GPU code (the build compiled no CUDA kernels)" \
         in result["message"]
+    assert "nvcc was not found on the build's PATH (%s)" % tmp_path in result["message"]
+    if os.access(NVCC, os.X_OK):
+        env = hb.toolkit_env({"CUDA_HOME": os.path.dirname(os.path.dirname(NVCC)), "PATH": str(tmp_path)})
+        found = hb.audit_wheel(wheel, ["9.0"], "pkg", env, {"force_build": {"FORCE_CUDA": "1"}})["message"]
+        assert "nvcc was found (%s) and the entry's force-build variable(s) FORCE_CUDA=1 were set" % NVCC in found
+        unset = hb.audit_wheel(wheel, ["9.0"], "pkg", env, {})["message"]
+        assert "the entry sets no force-build variable" in unset and "gpu_build.force_build" in unset
     with pytest.raises(hb.HeavyBuildError, match="no compute capability to audit"):
         hb.audit_wheel(_wheel(tmp_path, "pkg", None), [], "pkg")
 
