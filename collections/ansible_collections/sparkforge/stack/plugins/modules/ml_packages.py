@@ -180,8 +180,10 @@ packages:
     build_s: {description: Seconds the GPU source build took (download + build)., type: float}
     audit:
       description:
-        - The arch audit of a built GPU wheel (wheel, targets, ok, note, libraries with sass, ptx and the verdict
-          per target); a refused wheel is never installed.
+        - The arch audit of a built GPU wheel (wheel, targets, ok, note, libraries with sass, ptx, the verdict
+          per target, and against the requested arch list the targets C(missing) and C(extra)); a requested target
+          missing refuses the wheel, one not asked is reported (refused where the entry's
+          C(gpu_build.arch_list_honoured) is true); a refused wheel is never installed.
       type: dict
 table:
   description: The rows as a plain-text table (for the host report).

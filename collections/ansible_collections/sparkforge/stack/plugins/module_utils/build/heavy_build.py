@@ -39,7 +39,7 @@ import zipfile
 from ansible_collections.sparkforge.stack.plugins.module_utils.packages import fatbin
 
 GPU_BUILD_KEYS = ("arch_env", "force_build", "jobs_env", "threads_env", "nvcc_threads", "job_memory_gib",
-                  "fixes", "checked")
+                  "fixes", "checked", "audit_env", "arch_list_honoured")
 ARCH_FORMS = ("torch", "sm_numbers")
 # Share of the memory the compile jobs may take together; the rest stays for the OS, the
 # linker and (on unified-memory hosts) the GPU.
@@ -125,6 +125,13 @@ def validate_gpu_build(package, gpu_build):
         if not isinstance(spec, dict) or not spec.get("name") or spec.get("form") not in ARCH_FORMS:
             raise HeavyBuildError("%s: gpu_build.arch_env entry %r needs a name and a form (%s)"
                                   % (package, spec, ", ".join(ARCH_FORMS)))
+    audit_env = gpu_build.get("audit_env")
+    if audit_env is not None and audit_env not in [spec["name"] for spec in specs]:
+        raise HeavyBuildError("%s: gpu_build.audit_env %r is not one of its arch_env variables (%s)"
+                              % (package, audit_env, ", ".join(spec["name"] for spec in specs)))
+    if not isinstance(gpu_build.get("arch_list_honoured", False), bool):
+        raise HeavyBuildError("%s: gpu_build.arch_list_honoured must be true or false, got %r"
+                              % (package, gpu_build["arch_list_honoured"]))
     for key in ("nvcc_threads", "job_memory_gib"):
         value = gpu_build.get(key)
         if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
@@ -266,13 +273,55 @@ def no_gpu_code_cause(env, gpu_build):
             "a GPU is visible or a variable is set, name that variable in gpu_build.force_build" % nvcc)
 
 
+def requested_targets(gpu_build, env):
+    """What the build was asked to compile: {variable, value, sass, ptx, honoured}, read from the arch
+    variable its device code follows (``audit_env``, default the first of ``arch_env``) as the build got it.
+
+    A torch-form list gives sm_XY (with its a/f variant) per entry and compute_XY for '+PTX' ones, as
+    torch's cpp_extension turns TORCH_CUDA_ARCH_LIST into -gencode pairs; an sm_numbers list gives sm_N.
+    ``honoured`` (gpu_build.arch_list_honoured) says the build compiles exactly that list, so a target
+    nobody asked for is refused rather than reported."""
+    name = gpu_build.get("audit_env") or gpu_build["arch_env"][0]["name"]
+    spec = [s for s in gpu_build["arch_env"] if s["name"] == name][0]
+    value = (env or {}).get(name, "")
+    if spec["form"] == "torch":
+        archs = parse_arch_list(value, name)
+        sass = ["sm_%d%d%s" % (a["major"], a["minor"], a["variant"]) for a in archs]
+        ptx = ["compute_%d%d%s" % (a["major"], a["minor"], a["variant"]) for a in archs if a["ptx"]]
+    else:
+        sass = ["sm_%s" % n for n in value.split(spec.get("separator", ";")) if n]
+        ptx = []
+    return {"variable": name, "value": value, "sass": sass, "ptx": ptx,
+            "honoured": bool(gpu_build.get("arch_list_honoured"))}
+
+
+def _meets(asked, present):
+    """SASS/PTX ``present`` is what ``asked`` names: same compute capability; an arch-specific ('a')
+    request needs the 'a' build (its extra instructions), a plain or family one takes any variant."""
+    a_major, a_minor, a_variant = fatbin.parse_arch(asked)
+    p_major, p_minor, p_variant = fatbin.parse_arch(present)
+    return (a_major, a_minor) == (p_major, p_minor) and (a_variant != "a" or p_variant == "a")
+
+
+def compare_requested(lib, requested):
+    """(missing, extra) targets of one library against the request: asked for but absent, present but not asked."""
+    missing = [t for t in requested["sass"] if not any(_meets(t, s) for s in lib["sass"])]
+    missing += [t for t in requested["ptx"] if not any(_meets(t, p) for p in lib["ptx"])]
+    extra = [s for s in lib["sass"] if not any(_meets(t, s) for t in requested["sass"])]
+    extra += [p for p in lib["ptx"] if not any(_meets(t, p) for t in requested["ptx"])]
+    return missing, extra
+
+
 def audit_wheel(path, targets, package, env=None, gpu_build=None):
     """Audit every shared object of a built wheel for each target capability.
 
     Returns {ok, libraries: [{path, sass, ptx, verdicts: {target: verdict}}], message}.
     Refused (ok False): no library with GPU code (the build compiled no kernels; the message
     gives the likely cause from ``env``, the build's environment, and ``gpu_build``), or a
-    library with no SASS or PTX that runs on one of the targets.
+    library with no SASS or PTX that runs on one of the targets.  With ``gpu_build`` each library
+    is also held to what was asked (requested_targets): a requested target missing is refused;
+    one not asked is reported (the build ignored the list), and refused where the entry says
+    the list is honoured.
     """
     if not targets:
         raise HeavyBuildError("%s: no compute capability to audit the built wheel against: the host reports no "
@@ -291,19 +340,32 @@ def audit_wheel(path, targets, package, env=None, gpu_build=None):
             "%s: refused by the arch audit: %s holds no shared object with GPU code (the build compiled no "
             "CUDA kernels): %s" % (package, name, no_gpu_code_cause(env, gpu_build)))}
     bad = []
-    jit = []
+    notes = []
+    requested = requested_targets(gpu_build, env) if gpu_build and gpu_build.get("arch_env") else None
     for lib in libs:
+        if requested:
+            missing, extra = compare_requested(lib, requested)
+            lib["missing"], lib["extra"] = missing, extra
+            asked = "%s=%s" % (requested["variable"], requested["value"])
+            if missing:
+                bad.append("%s lacks %s, asked by %s (it holds SASS %s, PTX %s)" % (
+                    lib["path"], ",".join(missing), asked, ",".join(lib["sass"]) or "none", ",".join(lib["ptx"]) or "none"))
+            if extra:
+                line = "%s holds %s, not asked by %s: the build ignored %s" % (
+                    lib["path"], ",".join(extra), asked, requested["variable"])
+                (bad if requested["honoured"] else notes).append(
+                    line + (" (gpu_build.arch_list_honoured is true)" if requested["honoured"] else ""))
         for target, verdict in sorted(lib["verdicts"].items()):
             if verdict == "unsupported":
                 bad.append("%s holds SASS %s, PTX %s: nothing runs on %s" % (
                     lib["path"], ",".join(lib["sass"]) or "none", ",".join(lib["ptx"]) or "none", target))
             elif verdict == "jit":
-                jit.append("%s runs on %s only through the driver's PTX JIT (%s)" % (
+                notes.append("%s runs on %s only through the driver's PTX JIT (%s)" % (
                     lib["path"], target, ",".join(lib["ptx"])))
     if bad:
         return {"ok": False, "libraries": libs, "message": "%s: refused by the arch audit of %s: %s" % (
             package, name, "; ".join(bad))}
-    return {"ok": True, "libraries": libs, "message": "; ".join(jit)}
+    return {"ok": True, "libraries": libs, "message": "; ".join(notes)}
 
 
 # ---- the whole venv -------------------------------------------------------------------

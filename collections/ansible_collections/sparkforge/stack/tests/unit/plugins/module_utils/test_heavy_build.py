@@ -192,6 +192,55 @@ def test_audit_wheel_verdicts(tmp_path, gencodes, targets, ok, verdicts, message
         assert result["message"].startswith("pkg: refused by the arch audit of pkg-1.0-cp311")
 
 
+@pytest.fixture(scope="module")
+def sm80_sm90_wheel(tmp_path_factory):
+    """One nvcc build shared by the request tests: SASS sm_80 and sm_90, no PTX."""
+    return _wheel(tmp_path_factory.mktemp("req"), "pkg", ["-gencode", "arch=compute_80,code=sm_80",
+                                                           "-gencode", "arch=compute_90,code=sm_90"])
+
+
+TORCH_LIST = {"arch_env": [{"name": "TORCH_CUDA_ARCH_LIST", "form": "torch"}]}
+
+
+@needs_nvcc
+@pytest.mark.parametrize("asked, honoured, ok, missing, extra, message", [
+    # The build ignored the list: reported, and refused only where the entry says the list is honoured.
+    ("9.0", False, True, [], ["sm_80"], "holds sm_80, not asked by TORCH_CUDA_ARCH_LIST=9.0: the build ignored "
+                                        "TORCH_CUDA_ARCH_LIST"),
+    ("9.0", True, False, [], ["sm_80"], "(gpu_build.arch_list_honoured is true)"),
+    # Runs on 9.0, but 12.1 was asked too (a fleet's other class): refused, naming the missing target.
+    ("8.0;9.0;12.1", False, False, ["sm_121"], [], "lacks sm_121, asked by TORCH_CUDA_ARCH_LIST=8.0;9.0;12.1 "
+                                                   "(it holds SASS sm_80,sm_90, PTX none)"),
+    ("8.0;9.0+PTX", False, False, ["compute_90"], [], "lacks compute_90"),
+    # An arch-specific request needs the 'a' build.
+    ("8.0;9.0a", False, False, ["sm_90a"], ["sm_90"], "lacks sm_90a"),
+])
+def test_audit_wheel_holds_the_build_to_the_requested_list(sm80_sm90_wheel, asked, honoured, ok, missing, extra,
+                                                           message):
+    gpu_build = dict(TORCH_LIST, arch_list_honoured=honoured)
+    result = hb.audit_wheel(sm80_sm90_wheel, ["9.0"], "pkg", {"TORCH_CUDA_ARCH_LIST": asked}, gpu_build)
+    assert result["ok"] is ok, result
+    lib = result["libraries"][0]
+    assert (lib["missing"], lib["extra"], lib["verdicts"]) == (missing, extra, {"9.0": "native"})
+    assert message in result["message"]
+
+
+def test_requested_targets_per_form(matrix):
+    flash = matrix["flash-attn"]["gpu_build"]
+    env = hb.build_env("flash-attn", flash, "12.1", 8, 64.0)[0]
+    # flash-attn's kernels follow FLASH_ATTN_CUDA_ARCHS (torch drops TORCH_CUDA_ARCH_LIST): sm_120 runs on 12.1.
+    assert hb.requested_targets(flash, env) == {"variable": "FLASH_ATTN_CUDA_ARCHS", "value": "120",
+                                                "sass": ["sm_120"], "ptx": [], "honoured": False}
+    conv = matrix["causal-conv1d"]["gpu_build"]
+    got = hb.requested_targets(conv, {"TORCH_CUDA_ARCH_LIST": "9.0;12.1+PTX"})
+    assert got == {"variable": "TORCH_CUDA_ARCH_LIST", "value": "9.0;12.1+PTX", "sass": ["sm_90", "sm_121"],
+                   "ptx": ["compute_121"], "honoured": True}
+    with pytest.raises(hb.HeavyBuildError, match=r"x: gpu_build.audit_env 'NOPE' is not one of its arch_env variables"):
+        hb.validate_gpu_build("x", dict(conv, audit_env="NOPE"))
+    with pytest.raises(hb.HeavyBuildError, match="arch_list_honoured must be true or false, got 'yes'"):
+        hb.validate_gpu_build("x", dict(conv, arch_list_honoured="yes"))
+
+
 def test_toolkit_env_puts_cuda_bin_first_once():
     env = hb.toolkit_env({"CUDA_HOME": "/opt/cuda", "PATH": "/usr/bin:/opt/cuda/bin:/bin"})
     assert env["PATH"] == "/opt/cuda/bin:/usr/bin:/bin"

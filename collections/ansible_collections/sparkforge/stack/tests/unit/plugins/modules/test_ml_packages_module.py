@@ -5,6 +5,7 @@ The venv's torch must be byte-identical afterwards; packages that need another t
 fail on their own while the others install.
 """
 
+import copy
 import hashlib
 import json
 import os
@@ -283,6 +284,27 @@ def test_gpu_wheel_without_code_for_the_host_is_refused_and_not_installed(tmp_pa
     assert rc == 0 and row["status"] == "failed" and result["failed_packages"] == ["sparkforge-cudaext"], result
     assert "refused by the arch audit" in row["reason"] and "holds SASS sm_80, PTX none: nothing runs on 9.0" \
         in row["reason"] and "not installed" in row["reason"]
+    assert _pip_list(py) == before
+
+
+@pytest.mark.skipif(not os.access(NVCC, os.X_OK), reason="CUDA's nvcc is not installed at " + NVCC)
+def test_gpu_wheel_holding_targets_not_asked_is_refused_where_the_list_is_honoured(tmp_path, index):
+    """Without its fix the fixture compiles its own sm_75/sm_80 pairs and ignores TORCH_CUDA_ARCH_LIST: sm_80 runs
+    on the 8.0 host, but sm_75 was not asked, and the entry says the list is honoured: refused, nothing installed."""
+    venv = str(tmp_path / "venv")
+    py = _gpu_venv(venv, index)
+    before = _pip_list(py)
+    entry = copy.deepcopy(CUDAEXT)
+    entry["gpu_build"].update(fixes=[], arch_list_honoured=True)
+    args = _cudaext_args(venv, index, cuda_arch_list="8.0", audit_targets=["8.0"], matrix={"sparkforge-cudaext": entry})
+    result, rc = run_module("ml_packages", args)
+    row = _rows(result)["sparkforge-cudaext"]
+    assert rc == 0 and row["status"] == "failed", result
+    lib = row["audit"]["libraries"][0]
+    assert (lib["sass"], lib["extra"], lib["missing"], lib["verdicts"]) == (["sm_75", "sm_80"], ["sm_75"], [],
+                                                                             {"8.0": "native"})
+    assert ("holds sm_75, not asked by TORCH_CUDA_ARCH_LIST=8.0: the build ignored TORCH_CUDA_ARCH_LIST "
+            "(gpu_build.arch_list_honoured is true); not installed") in row["reason"]
     assert _pip_list(py) == before
 
 
