@@ -36,7 +36,7 @@ import shutil
 import tarfile
 import zipfile
 
-from ansible_collections.sparkforge.stack.plugins.module_utils.packages import fatbin
+from ansible_collections.sparkforge.stack.plugins.module_utils.packages import elf_links, fatbin
 
 GPU_BUILD_KEYS = ("arch_env", "force_build", "jobs_env", "threads_env", "nvcc_threads", "job_memory_gib",
                   "fixes", "checked", "audit_env", "arch_list_honoured")
@@ -312,7 +312,7 @@ def compare_requested(lib, requested):
     return missing, extra
 
 
-def audit_wheel(path, targets, package, env=None, gpu_build=None):
+def audit_wheel(path, targets, package, env=None, gpu_build=None, links=None):
     """Audit every shared object of a built wheel for each target capability.
 
     Returns {ok, libraries: [{path, sass, ptx, verdicts: {target: verdict}}], message}.
@@ -321,7 +321,8 @@ def audit_wheel(path, targets, package, env=None, gpu_build=None):
     library with no SASS or PTX that runs on one of the targets.  With ``gpu_build`` each library
     is also held to what was asked (requested_targets): a requested target missing is refused;
     one not asked is reported (the build ignored the list), and refused where the entry says
-    the list is honoured.
+    the list is honoured.  With ``links`` (elf_links.HostLinks) every ELF member is held to what this
+    host has: the CUDA libraries it needs by major version and the torch symbols it leaves undefined.
     """
     if not targets:
         raise HeavyBuildError("%s: no compute capability to audit the built wheel against: the host reports no "
@@ -362,9 +363,16 @@ def audit_wheel(path, targets, package, env=None, gpu_build=None):
             elif verdict == "jit":
                 notes.append("%s runs on %s only through the driver's PTX JIT (%s)" % (
                     lib["path"], target, ",".join(lib["ptx"])))
-    if bad:
-        return {"ok": False, "libraries": libs, "message": "%s: refused by the arch audit of %s: %s" % (
-            package, name, "; ".join(bad))}
+    linked = []
+    if links is not None:
+        problems = elf_links.audit_wheel_links(path, links)
+        for lib in libs:
+            lib["links"] = problems.get(lib["path"], [])
+        linked = ["%s %s" % (member, problem) for member in sorted(problems) for problem in problems[member]]
+    if bad or linked:
+        what = " and ".join(w for w, found in (("arch audit", bad), ("link audit", linked)) if found)
+        return {"ok": False, "libraries": libs, "message": "%s: refused by the %s of %s: %s" % (
+            package, what, name, "; ".join(bad + linked))}
     return {"ok": True, "libraries": libs, "message": "; ".join(notes)}
 
 
@@ -390,7 +398,17 @@ def _canonical(name):
     return re.sub(r"[-_.]+", "-", str(name)).lower()
 
 
-def venv_audit(site_dir, target, exempt=None):
+def venv_links(site_dir, rel, links):
+    """(kind, message) problems of one library of the venv (elf_links.check_library), its own RUNPATH searched."""
+    full = os.path.join(site_dir, rel)
+    try:
+        info = elf_links.read_file(full)
+    except (elf_links.ElfLinkError, OSError, ValueError) as exc:
+        return [("cuda_library", "unreadable ELF: %s" % exc)]
+    return elf_links.check_library(info, links, origin_dirs=elf_links.origin_dirs(full, info))
+
+
+def venv_audit(site_dir, target, exempt=None, links=None):
     """Audit every shared object with GPU code under ``site_dir`` for ``target``, per distribution.
 
     A distribution carries code for the GPU when at least one of its libraries does (a package may
@@ -400,18 +418,37 @@ def venv_audit(site_dir, target, exempt=None):
     Returns {target, verdict, packages: {name: {verdict, libraries}}, failures,
     notes}: a failure per distribution with nothing that runs, a note per distribution that runs
     only through the driver's PTX JIT.  Kernel counts are skipped (verdicts by cubin count): the
-    venv may hold gigabytes of libraries.
+    venv may hold gigabytes of libraries.  With ``links`` (elf_links.HostLinks) each GPU library's
+    links are checked too: a torch symbol the venv's torch lacks fails its distribution; a missing
+    CUDA library fails it when none of its GPU libraries loads (as for the arch verdict).
     """
     result = fatbin.audit(site_dir, target=target, kernels=False)
     owners = record_owners(site_dir)
+    notes = []
     packages = {}
     for lib in result["libraries"]:
         rel = os.path.normpath(lib["path"])
         owner = owners.get(rel) or "(no RECORD: %s)" % rel.split(os.sep)[0]
         slot = packages.setdefault(owner, {"libraries": []})
-        slot["libraries"].append({"path": rel, "verdict": lib["verdict"], "sass": lib["sass"], "ptx": lib["ptx"]})
+        entry = {"path": rel, "verdict": lib["verdict"], "sass": lib["sass"], "ptx": lib["ptx"]}
+        if links is not None:
+            entry["links"] = venv_links(site_dir, rel, links)
+        slot["libraries"].append(entry)
     failures = []
-    notes = []
+    if links is not None:
+        for name in sorted(packages):
+            libs = packages[name]["libraries"]
+            torch_bad = ["%s: %s" % (lib["path"], text) for lib in libs for kind, text in lib["links"]
+                         if kind == "torch_symbol"]
+            cuda_bad = ["%s: %s" % (lib["path"], text) for lib in libs for kind, text in lib["links"]
+                        if kind == "cuda_library"]
+            loads = any(not lib["links"] for lib in libs)
+            if torch_bad or (cuda_bad and not loads):
+                failures.append("%s cannot load here: %s" % (name, "; ".join(torch_bad + ([] if loads else cuda_bad))))
+            elif cuda_bad:
+                notes.append("%s: %s (another of its libraries loads)" % (name, "; ".join(cuda_bad)))
+            for lib in libs:
+                lib["links"] = [text for _kind, text in lib["links"]]
     exempt = dict((_canonical(k), v) for k, v in (exempt or {}).items())
     for name in sorted(packages):
         slot = packages[name]

@@ -36,6 +36,7 @@ import time
 
 from ansible_collections.sparkforge.stack.plugins.module_utils.packages import fatbin
 from ansible_collections.sparkforge.stack.plugins.module_utils.build import heavy_build
+from ansible_collections.sparkforge.stack.plugins.module_utils.packages import elf_links
 from ansible_collections.sparkforge.stack.plugins.module_utils.packages import ml_packages as mp
 from ansible_collections.sparkforge.stack.plugins.module_utils.build.build_common import (
     BuildError,
@@ -200,7 +201,8 @@ def build_one(item, p, index, base_env, cuda, python_id, check_mode=False):
             if len(wheels) != 1:
                 raise BuildError("pip wheel of %s made %s, not one wheel (see %s)" % (item["name"], wheels, log))
             built = os.path.join(out, wheels[0])
-            audit = heavy_build.audit_wheel(built, item["audit_targets"], item["name"], env, item["gpu_build"])
+            links = elf_links.HostLinks(env.get("CUDA_HOME"), elf_links.venv_site_dir(p["venv"]))
+            audit = heavy_build.audit_wheel(built, item["audit_targets"], item["name"], env, item["gpu_build"], links)
             audit_record = {"wheel": wheels[0], "targets": item["audit_targets"], "libraries": audit["libraries"],
                             "ok": audit["ok"], "note": audit["message"] if audit["ok"] else ""}
             if not audit["ok"]:

@@ -24,7 +24,7 @@ import shutil
 import tempfile
 import time
 
-from ansible_collections.sparkforge.stack.plugins.module_utils.packages import fatbin
+from ansible_collections.sparkforge.stack.plugins.module_utils.packages import elf_links, fatbin
 from ansible_collections.sparkforge.stack.plugins.module_utils.build import heavy_build
 from ansible_collections.sparkforge.stack.plugins.module_utils.packages import ml_packages as mp
 from ansible_collections.sparkforge.stack.plugins.module_utils._common.files import atomic_write_text, makedirs
@@ -147,12 +147,14 @@ def heavy_install(pip, item, row, work, env):
         return False, False
     wheel = os.path.join(wheel_dir, wheels[0])
     try:
-        audit = heavy_build.audit_wheel(wheel, item["audit_targets"], item["name"], env, gb)
+        links = elf_links.HostLinks(env.get("CUDA_HOME"), elf_links.venv_site_dir(os.path.dirname(os.path.dirname(pip.python))))
+        audit = heavy_build.audit_wheel(wheel, item["audit_targets"], item["name"], env, gb, links)
     except heavy_build.HeavyBuildError as exc:
         row["reason"] = str(exc)
         return False, False
     row["audit"] = {"wheel": wheels[0], "targets": item["audit_targets"], "libraries": audit["libraries"],
-                    "ok": audit["ok"], "note": audit["message"] if audit["ok"] else ""}
+                    "ok": audit["ok"], "note": audit["message"] if audit["ok"] else "",
+                    "cuda_libraries": links.present}
     if not audit["ok"]:
         row["reason"] = "%s; not installed" % audit["message"]
         return False, False

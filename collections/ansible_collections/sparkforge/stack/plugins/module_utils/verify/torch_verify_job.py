@@ -16,7 +16,7 @@ import os
 import platform as pyplatform
 import time
 
-from ansible_collections.sparkforge.stack.plugins.module_utils.packages import fatbin
+from ansible_collections.sparkforge.stack.plugins.module_utils.packages import elf_links, fatbin
 from ansible_collections.sparkforge.stack.plugins.module_utils.build import heavy_build
 from ansible_collections.sparkforge.stack.plugins.module_utils.verify import multi_gpu
 from ansible_collections.sparkforge.stack.plugins.module_utils.verify.torch_checks import (
@@ -159,8 +159,11 @@ class VerifyJob:
             site_dir = os.path.dirname(os.path.dirname(raw["torch_lib_dir"]))
             started = time.time()
             try:
+                # What each GPU library links is held to this host: the toolkit CUDA_HOME names, the loader's
+                # directories, the venv's torch and nvidia-* wheels.
+                links = elf_links.HostLinks((params["env"] or {}).get("CUDA_HOME"), site_dir)
                 venv_result = heavy_build.venv_audit(site_dir, raw["device"]["capability"],
-                                                     params["venv_audit_exempt"])
+                                                     params["venv_audit_exempt"], links)
             except (fatbin.FatbinError, OSError) as exc:
                 venv_result = {"verdict": None, "error": str(exc), "packages": {}, "failures": [],
                                "target": raw["device"]["capability"]}
@@ -182,7 +185,7 @@ class VerifyJob:
                 report["failures"] = report["failures"] + venv_result["failures"]
                 report["failed_checks"] = report["failed_checks"] + ["venv_audit"]
                 report["passed"] = False
-                report["summary"] += "; %d package(s) in the venv without code for this GPU" % len(
+                report["summary"] += "; %d package(s) in the venv without code for this GPU or unable to load" % len(
                     venv_result["failures"])
         if self.check_mode:
             report["failures"] = [f for f in report["failures"] if raw.get("status") != "ok"]
