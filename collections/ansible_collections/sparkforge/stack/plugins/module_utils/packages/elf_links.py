@@ -261,16 +261,16 @@ def origin_dirs(path, info):
 
 
 def audit_wheel_links(path, host):
-    """{member: problems} for every ELF member of a wheel that has any; the libraries the wheel ships
-    (auditwheel's ``<pkg>.libs/``, a package's own lib/) count as present."""
+    """{member: [(kind, message)]} for every ELF member of a wheel that has problems; the libraries the
+    wheel ships (auditwheel's ``<pkg>.libs/``, a package's own lib/) count as present."""
     with zipfile.ZipFile(path) as wheel:
         shipped = [os.path.basename(n) for n in wheel.namelist() if not n.endswith("/")]
     out = {}
     for member, tmp in fatbin.iter_wheel(path):
         try:
-            found = [text for _kind, text in check_library(read_file(tmp), host, beside=shipped)]
+            found = check_library(read_file(tmp), host, beside=shipped)
         except (ElfLinkError, OSError, struct.error) as exc:
-            found = ["unreadable ELF: %s" % exc]
+            found = [("cuda_library", "unreadable ELF: %s" % exc)]
         if found:
             out[member] = found
     return out

@@ -224,8 +224,17 @@ def resolve(matrix, profiles, pins, platform, profile=None, packages=None, allow
             "skip_reason": skip_reason,
             # Heavy packages (CUDA kernels): how their source build gets the arch list (heavy_build.py).
             "gpu_build": _gpu_build(key, entry.get("gpu_build")),
+            # A prebuilt wheel with CUDA code (methods wheel/index): downloaded and audited before it is installed.
+            "gpu_wheel": _flag(key, entry, "gpu_wheel"),
         })
     return plan
+
+
+def _flag(key, entry, field):
+    value = entry.get(field, False)
+    if not isinstance(value, bool):
+        raise MatrixError("matrix entry '%s': %s must be true or false, got %r" % (key, field, value))
+    return value
 
 
 def _gpu_build(key, gpu_build):

@@ -25,7 +25,7 @@ import tempfile
 import time
 
 from ansible_collections.sparkforge.stack.plugins.module_utils.packages import elf_links, fatbin
-from ansible_collections.sparkforge.stack.plugins.module_utils.build import heavy_build
+from ansible_collections.sparkforge.stack.plugins.module_utils.build import gpu_audit, heavy_build
 from ansible_collections.sparkforge.stack.plugins.module_utils.packages import ml_packages as mp
 from ansible_collections.sparkforge.stack.plugins.module_utils._common.files import atomic_write_text, makedirs
 from ansible_collections.sparkforge.stack.plugins.module_utils._common.job import Job, JobError, Plan, output_tail
@@ -148,7 +148,7 @@ def heavy_install(pip, item, row, work, env):
     wheel = os.path.join(wheel_dir, wheels[0])
     try:
         links = elf_links.HostLinks(env.get("CUDA_HOME"), elf_links.venv_site_dir(os.path.dirname(os.path.dirname(pip.python))))
-        audit = heavy_build.audit_wheel(wheel, item["audit_targets"], item["name"], env, gb, links)
+        audit = gpu_audit.audit_wheel(wheel, item["audit_targets"], item["name"], env, gb, links)
     except heavy_build.HeavyBuildError as exc:
         row["reason"] = str(exc)
         return False, False
@@ -159,6 +159,38 @@ def heavy_install(pip, item, row, work, env):
         row["reason"] = "%s; not installed" % audit["message"]
         return False, False
     rc, text = pip.install([wheel], env, False, None, canon)
+    if rc != 0:
+        kind, lines = mp.classify_failure(text, pip.protected)
+        row["reason"] = "pip install of the audited wheel failed (%s): %s" % (kind, "\n".join(lines[-20:]))
+        return False, True
+    if audit["message"]:
+        row["reason"] = audit["message"]
+    return True, True
+
+
+def prebuilt_install(pip, item, method, version, row, work, env):
+    """Download the exact prebuilt GPU wheel the probe chose, audit it (device code for this host's GPUs, links),
+    install only that file.  Returns (ok, changed); a refused wheel is never installed."""
+    canon = mp.canonical_name(item["name"])
+    dest = os.path.join(work, "prebuilt-" + canon)
+    makedirs(dest)
+    args = mp.install_args(item, method)
+    requirement = "%s==%s" % (canon, version) if version else item["requirement"]
+    rc, text = pip.build("download", ["--no-deps", "-d", dest] + args[:-1] + [requirement], env, canon)
+    wheels = sorted(f for f in os.listdir(dest) if f.endswith(".whl"))
+    if rc != 0 or len(wheels) != 1:
+        row["reason"] = "could not fetch the wheel of %s to audit it (pip download rc %d, files %s): %s" % (
+            requirement, rc, wheels, " / ".join(text.strip().splitlines()[-5:]))
+        return False, False
+    wheel = os.path.join(dest, wheels[0])
+    links = elf_links.HostLinks(env.get("CUDA_HOME"), elf_links.venv_site_dir(os.path.dirname(os.path.dirname(pip.python))))
+    audit = gpu_audit.audit_prebuilt(wheel, item.get("audit_targets") or [], item["name"], links)
+    row["audit"] = {"wheel": wheels[0], "targets": item.get("audit_targets") or [], "libraries": audit["libraries"],
+                    "ok": audit["ok"], "note": audit["message"] if audit["ok"] else "", "cuda_libraries": links.present}
+    if not audit["ok"]:
+        row["reason"] = "%s; not installed" % audit["message"]
+        return False, False
+    rc, text = pip.install(args[:-1] + [wheel], env, False, None, canon)
     if rc != 0:
         kind, lines = mp.classify_failure(text, pip.protected)
         row["reason"] = "pip install of the audited wheel failed (%s): %s" % (kind, "\n".join(lines[-20:]))
@@ -283,6 +315,14 @@ def handle_package(check_mode, pip, item, installed, work, base_env, protected, 
             return row, touched
         return installed_row(pip, installed, item, row)
 
+    if method in ("wheel", "index") and (item.get("gpu_wheel") or item.get("gpu_build")):
+        ok, touched = prebuilt_install(pip, item, method, mine[0]["version"] if mine else None, row, work,
+                                       mp.build_env(item, method, base_env))
+        row["duration_s"] = round(time.time() - started, 1)
+        if not ok:
+            row["status"] = "failed"
+            return row, touched
+        return installed_row(pip, installed, item, row)
     rc, text = pip.install(mp.install_args(item, method), mp.build_env(item, method, base_env), False, None,
                            mp.canonical_name(item["name"]))
     row["duration_s"] = round(time.time() - started, 1)
@@ -296,14 +336,18 @@ def handle_package(check_mode, pip, item, installed, work, base_env, protected, 
 
 def gpu_plan(p, plan):
     """Give every planned GPU source build its environment and audit targets; refuse bad input first."""
-    heavy = [item for item in plan if item.get("gpu_build") and item["method"] == "source"]
-    if not heavy:
-        return
     for target in p["audit_targets"]:
         try:
             fatbin.parse_capability(target)
         except fatbin.FatbinError:
             raise JobError("audit_targets: %r is not a compute capability (give one like 12.1 or 9.0)" % target)
+    for item in plan:
+        if item.get("gpu_wheel") or item.get("gpu_build"):
+            # A prebuilt GPU wheel is audited for this host's GPUs when it has any (links always).
+            item["audit_targets"] = list(p["audit_targets"])
+    heavy = [item for item in plan if item.get("gpu_build") and item["method"] == "source"]
+    if not heavy:
+        return
     if not p["audit_targets"]:
         raise JobError("audit_targets is empty and %s build(s) compile CUDA kernels (%s): the built wheels "
                        "must be audited against this host's compute capability; give audit_targets (gpu_facts' "

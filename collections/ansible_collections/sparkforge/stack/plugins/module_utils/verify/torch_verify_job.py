@@ -17,7 +17,7 @@ import platform as pyplatform
 import time
 
 from ansible_collections.sparkforge.stack.plugins.module_utils.packages import elf_links, fatbin
-from ansible_collections.sparkforge.stack.plugins.module_utils.build import heavy_build
+from ansible_collections.sparkforge.stack.plugins.module_utils.build import gpu_audit
 from ansible_collections.sparkforge.stack.plugins.module_utils.verify import multi_gpu
 from ansible_collections.sparkforge.stack.plugins.module_utils.verify.torch_checks import (
     VerifyError,
@@ -162,7 +162,7 @@ class VerifyJob:
                 # What each GPU library links is held to this host: the toolkit CUDA_HOME names, the loader's
                 # directories, the venv's torch and nvidia-* wheels.
                 links = elf_links.HostLinks((params["env"] or {}).get("CUDA_HOME"), site_dir)
-                venv_result = heavy_build.venv_audit(site_dir, raw["device"]["capability"],
+                venv_result = gpu_audit.venv_audit(site_dir, raw["device"]["capability"],
                                                      params["venv_audit_exempt"], links)
             except (fatbin.FatbinError, OSError) as exc:
                 venv_result = {"verdict": None, "error": str(exc), "packages": {}, "failures": [],

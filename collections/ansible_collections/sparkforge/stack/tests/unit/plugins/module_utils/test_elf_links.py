@@ -18,7 +18,7 @@ import zipfile
 
 import pytest
 
-from ansible_collections.sparkforge.stack.plugins.module_utils.build import heavy_build as hb
+from ansible_collections.sparkforge.stack.plugins.module_utils.build import gpu_audit as ga
 from ansible_collections.sparkforge.stack.plugins.module_utils.packages import elf_links
 
 CUDA_HOME = os.environ.get("CUDA_HOME", "/usr/local/cuda")
@@ -105,15 +105,15 @@ def test_links_checked_against_this_host(built):
 def test_built_wheel_refused_naming_the_library_or_the_symbol(built, tmp_path):
     host = elf_links.HostLinks(CUDA_HOME, built["site"])
     member = "pkg/_ext.cpython-312-x86_64-linux-gnu.so"
-    result = hb.audit_wheel(_wheel(tmp_path, {member: built["cuda12"]}), ["9.0"], "pkg", links=host)
+    result = ga.audit_wheel(_wheel(tmp_path, {member: built["cuda12"]}), ["9.0"], "pkg", links=host)
     assert not result["ok"] and result["libraries"][0]["verdicts"] == {"9.0": "native"}
     assert result["message"].startswith("pkg: refused by the link audit of pkg-1.0-cp312")
     assert "%s needs libcudart.so.12, which this host does not have" % member in result["message"]
-    result = hb.audit_wheel(_wheel(tmp_path, {member: built["torchext"]}), ["9.0"], "pkg", links=host)
+    result = ga.audit_wheel(_wheel(tmp_path, {member: built["torchext"]}), ["9.0"], "pkg", links=host)
     assert not result["ok"] and "%s undefined symbol %s" % (member, MISSING) in result["message"]
     bundled = _wheel(tmp_path, {member: built["cuda12"],
                                 "pkg.libs/libcudart.so.12": os.path.join(built["stub"], "libcudart.so.12")})
-    result = hb.audit_wheel(bundled, ["9.0"], "pkg", links=host)
+    result = ga.audit_wheel(bundled, ["9.0"], "pkg", links=host)
     assert result["ok"] and result["libraries"][0]["links"] == [], result
 
 
@@ -130,7 +130,7 @@ def test_venv_audit_per_distribution(built, tmp_path):
         info = site / ("%s-1.0.dist-info" % dist)
         info.mkdir()
         info.joinpath("RECORD").write_text("".join("%s,,\n" % rel for rel, (_l, d) in layout.items() if d == dist))
-    result = hb.venv_audit(str(site), "9.0", links=elf_links.HostLinks(CUDA_HOME, str(site)))
+    result = ga.venv_audit(str(site), "9.0", links=elf_links.HostLinks(CUDA_HOME, str(site)))
     assert [f.split(":")[0] for f in result["failures"]] == ["ext cannot load here", "old cannot load here"]
     assert "undefined symbol %s" % MISSING in result["failures"][0]
     assert "old/_k.so: needs libcudart.so.12" in result["failures"][1]

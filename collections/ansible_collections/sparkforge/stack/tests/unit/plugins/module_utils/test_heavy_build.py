@@ -20,6 +20,7 @@ import zipfile
 
 import pytest
 
+from ansible_collections.sparkforge.stack.plugins.module_utils.build import gpu_audit as ga
 from ansible_collections.sparkforge.stack.plugins.module_utils.build import heavy_build as hb
 from ansible_collections.sparkforge.stack.plugins.module_utils.packages import ml_packages as mp
 
@@ -183,7 +184,7 @@ def _wheel(tmp_path, name, gencodes):
     (["-gencode", "arch=compute_90a,code=sm_90a"], ["12.1"], False, {"12.1": "unsupported"}, "holds SASS sm_90a"),
 ])
 def test_audit_wheel_verdicts(tmp_path, gencodes, targets, ok, verdicts, message):
-    result = hb.audit_wheel(_wheel(tmp_path, "pkg", gencodes), targets, "pkg")
+    result = ga.audit_wheel(_wheel(tmp_path, "pkg", gencodes), targets, "pkg")
     assert result["ok"] is ok
     assert [lib["verdicts"] for lib in result["libraries"]] == [verdicts]
     assert result["libraries"][0]["path"] == "pkg/_ext.cpython-311-x86_64-linux-gnu.so"
@@ -218,7 +219,7 @@ TORCH_LIST = {"arch_env": [{"name": "TORCH_CUDA_ARCH_LIST", "form": "torch"}]}
 def test_audit_wheel_holds_the_build_to_the_requested_list(sm80_sm90_wheel, asked, honoured, ok, missing, extra,
                                                            message):
     gpu_build = dict(TORCH_LIST, arch_list_honoured=honoured)
-    result = hb.audit_wheel(sm80_sm90_wheel, ["9.0"], "pkg", {"TORCH_CUDA_ARCH_LIST": asked}, gpu_build)
+    result = ga.audit_wheel(sm80_sm90_wheel, ["9.0"], "pkg", {"TORCH_CUDA_ARCH_LIST": asked}, gpu_build)
     assert result["ok"] is ok, result
     lib = result["libraries"][0]
     assert (lib["missing"], lib["extra"], lib["verdicts"]) == (missing, extra, {"9.0": "native"})
@@ -229,10 +230,10 @@ def test_requested_targets_per_form(matrix):
     flash = matrix["flash-attn"]["gpu_build"]
     env = hb.build_env("flash-attn", flash, "12.1", 8, 64.0)[0]
     # flash-attn's kernels follow FLASH_ATTN_CUDA_ARCHS (torch drops TORCH_CUDA_ARCH_LIST): sm_120 runs on 12.1.
-    assert hb.requested_targets(flash, env) == {"variable": "FLASH_ATTN_CUDA_ARCHS", "value": "120",
+    assert ga.requested_targets(flash, env) == {"variable": "FLASH_ATTN_CUDA_ARCHS", "value": "120",
                                                 "sass": ["sm_120"], "ptx": [], "honoured": False}
     conv = matrix["causal-conv1d"]["gpu_build"]
-    got = hb.requested_targets(conv, {"TORCH_CUDA_ARCH_LIST": "9.0;12.1+PTX"})
+    got = ga.requested_targets(conv, {"TORCH_CUDA_ARCH_LIST": "9.0;12.1+PTX"})
     assert got == {"variable": "TORCH_CUDA_ARCH_LIST", "value": "9.0;12.1+PTX", "sass": ["sm_90", "sm_121"],
                    "ptx": ["compute_121"], "honoured": True}
     with pytest.raises(hb.HeavyBuildError, match=r"x: gpu_build.audit_env 'NOPE' is not one of its arch_env variables"):
@@ -251,18 +252,18 @@ def test_toolkit_env_puts_cuda_bin_first_once():
 @pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler")
 def test_audit_wheel_without_gpu_code_is_refused_with_the_likely_cause(tmp_path):
     wheel = _wheel(tmp_path, "pkg", None)
-    result = hb.audit_wheel(wheel, ["9.0"], "pkg", {"PATH": str(tmp_path)}, {"force_build": {"FORCE_CUDA": "1"}})
+    result = ga.audit_wheel(wheel, ["9.0"], "pkg", {"PATH": str(tmp_path)}, {"force_build": {"FORCE_CUDA": "1"}})
     assert not result["ok"] and "holds no shared object with GPU code (the build compiled no CUDA kernels)" \
         in result["message"]
     assert "nvcc was not found on the build's PATH (%s)" % tmp_path in result["message"]
     if os.access(NVCC, os.X_OK):
         env = hb.toolkit_env({"CUDA_HOME": os.path.dirname(os.path.dirname(NVCC)), "PATH": str(tmp_path)})
-        found = hb.audit_wheel(wheel, ["9.0"], "pkg", env, {"force_build": {"FORCE_CUDA": "1"}})["message"]
+        found = ga.audit_wheel(wheel, ["9.0"], "pkg", env, {"force_build": {"FORCE_CUDA": "1"}})["message"]
         assert "nvcc was found (%s) and the entry's force-build variable(s) FORCE_CUDA=1 were set" % NVCC in found
-        unset = hb.audit_wheel(wheel, ["9.0"], "pkg", env, {})["message"]
+        unset = ga.audit_wheel(wheel, ["9.0"], "pkg", env, {})["message"]
         assert "the entry sets no force-build variable" in unset and "gpu_build.force_build" in unset
     with pytest.raises(hb.HeavyBuildError, match="no compute capability to audit"):
-        hb.audit_wheel(_wheel(tmp_path, "pkg", None), [], "pkg")
+        ga.audit_wheel(_wheel(tmp_path, "pkg", None), [], "pkg")
 
 
 def _so(tmp_path, dest, gencodes):
@@ -290,7 +291,7 @@ def test_venv_audit_per_distribution(tmp_path):
         info = site / ("%s-1.0.dist-info" % dist)
         info.mkdir()
         info.joinpath("RECORD").write_text("".join("%s,sha256=x,1\n" % rel for rel, (_g, d) in libs.items() if d == dist))
-    result = hb.venv_audit(str(site), "9.0")
+    result = ga.venv_audit(str(site), "9.0")
     verdicts = dict((name, slot["verdict"]) for name, slot in result["packages"].items())
     assert verdicts == {"goodpkg": "native", "multi": "native", "oldpkg": "unsupported", "ptxpkg": "jit",
                         "(no RECORD: loose)": "native"}
@@ -299,7 +300,7 @@ def test_venv_audit_per_distribution(tmp_path):
         "oldpkg has no code for compute capability 9.0: oldpkg/_k.so (SASS sm_80, PTX none)"]
     assert result["notes"] == ["ptxpkg runs on 9.0 only through the driver's PTX JIT"]
     assert result["verdict"] == "unsupported"
-    exempted = hb.venv_audit(str(site), "9.0", exempt={"OldPkg": "kernels outside fat binaries"})
+    exempted = ga.venv_audit(str(site), "9.0", exempt={"OldPkg": "kernels outside fat binaries"})
     assert exempted["failures"] == [] and exempted["packages"]["oldpkg"]["exempt"] == "kernels outside fat binaries"
     assert "oldpkg is unsupported on 9.0 by its fat binaries, exempt: kernels outside fat binaries" in exempted["notes"]
 

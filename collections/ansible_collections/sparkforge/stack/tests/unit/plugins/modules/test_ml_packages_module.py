@@ -308,6 +308,37 @@ def test_gpu_wheel_holding_targets_not_asked_is_refused_where_the_list_is_honour
     assert _pip_list(py) == before
 
 
+@pytest.mark.skipif(not os.access(NVCC, os.X_OK), reason="CUDA's nvcc is not installed at " + NVCC)
+def test_prebuilt_gpu_wheel_linked_to_another_cuda_is_refused_and_not_installed(tmp_path, index):
+    """A prebuilt GPU wheel (method wheel) is downloaded and audited before pip installs it: its kernel library
+    (real sm_90 code) needs libcudart.so.12 and this host has CUDA 13 only."""
+    from wheelmaker import build_wheel
+
+    (tmp_path / "k.cu").write_text("__global__ void k(float *a) { a[threadIdx.x] *= 2.0f; }\n")
+    (tmp_path / "stub.c").write_text("int cudaRuntimeGetVersion(int *v) { *v = 12080; return 0; }\n")
+    subprocess.run([NVCC, "-c", "-Xcompiler", "-fPIC", "-gencode", "arch=compute_90,code=sm_90", "-o",
+                    str(tmp_path / "k.o"), str(tmp_path / "k.cu")], check=True)
+    subprocess.run(["gcc", "-shared", "-fPIC", "-Wl,-soname,libcudart.so.12", "-o", str(tmp_path / "libcudart.so.12"),
+                    str(tmp_path / "stub.c")], check=True)
+    subprocess.run(["gcc", "-shared", "-o", str(tmp_path / "k.so"), str(tmp_path / "k.o"), "-Wl,--no-as-needed",
+                    "-L", str(tmp_path), "-l:libcudart.so.12"], check=True)
+    links = str(tmp_path / "links")
+    build_wheel(links, "sparkforge-gpuwheel", "1.0", {"sparkforge_gpuwheel/__init__.py": "",
+                                                       "sparkforge_gpuwheel/_k.so": (tmp_path / "k.so").read_bytes()})
+    venv = str(tmp_path / "venv")
+    py = _venv(venv, index["custom_torch"])
+    before = _pip_list(py)
+    entry = {"optional": True, "gpu_wheel": True, "methods": [{"method": "wheel"}]}
+    result, rc = run_module("ml_packages", _args(venv, index, ["sparkforge-gpuwheel"], pins={}, find_links=[links],
+                                                 matrix={"sparkforge-gpuwheel": entry}, audit_targets=["9.0"]))
+    row = _rows(result)["sparkforge-gpuwheel"]
+    assert rc == 0 and row["status"] == "failed", result
+    assert ("refused by the audit of the prebuilt sparkforge_gpuwheel-1.0-py3-none-any.whl: sparkforge_gpuwheel/_k.so "
+            "needs libcudart.so.12, which this host does not have") in row["reason"] and "not installed" in row["reason"]
+    assert row["audit"]["libraries"][0]["verdicts"] == {"9.0": "native"}
+    assert _pip_list(py) == before
+
+
 def test_gpu_build_bad_arch_list_or_no_target_fails_before_anything(tmp_path, index):
     venv = str(tmp_path / "venv")
     py = _venv(venv, index["custom_torch"])
