@@ -178,6 +178,12 @@ packages:
     build_notes: {description: How the job count was sized., type: list}
     fixes: {description: "Fixes applied to the sdist (file, replaced, why).", type: list}
     build_s: {description: Seconds the GPU source build took (download + build)., type: float}
+    build:
+      description:
+        - How a GPU source build is made here (its arch and force-build variables, the venv's torch, the CUDA release,
+          the entry's fixes), kept in the venv's provenance record; when the installed one was built otherwise the
+          package is rebuilt and C(reason) says what changed.
+      type: dict
     audit:
       description:
         - The arch audit of a built GPU wheel (wheel, targets, ok, note, libraries with sass, ptx, the verdict

@@ -496,6 +496,7 @@ def record_provenance(provenance, row):
         "fallback_taken": bool(row.get("fallback_taken")),
         "reason": row.get("reason") or "",
         "audit": row.get("audit"),
+        "build": row.get("build"),
     }
     return provenance
 

@@ -24,8 +24,8 @@ import shutil
 import tempfile
 import time
 
-from ansible_collections.sparkforge.stack.plugins.module_utils.packages import elf_links, fatbin
-from ansible_collections.sparkforge.stack.plugins.module_utils.build import gpu_audit, heavy_build
+from ansible_collections.sparkforge.stack.plugins.module_utils.build import heavy_build
+from ansible_collections.sparkforge.stack.plugins.module_utils.packages import ml_gpu
 from ansible_collections.sparkforge.stack.plugins.module_utils.packages import ml_packages as mp
 from ansible_collections.sparkforge.stack.plugins.module_utils._common.files import atomic_write_text, makedirs
 from ansible_collections.sparkforge.stack.plugins.module_utils._common.job import Job, JobError, Plan, output_tail
@@ -101,103 +101,6 @@ def env_for(item, method, base_env):
         env.update(item["gpu_env"])
         env = heavy_build.toolkit_env(env)
     return env
-
-
-def heavy_install(pip, item, row, work, env):
-    """Build a GPU package into a wheel (sdist fixed where needed), audit it, install only what passes.
-
-    Returns (ok, changed).  A refused wheel is never installed: it stays in the work directory,
-    which is removed at the end of the run.
-    """
-    canon = mp.canonical_name(item["name"])
-    base = os.path.join(work, "heavy-" + canon)
-    sdist_dir, wheel_dir, src_dir = (os.path.join(base, d) for d in ("sdist", "wheel", "src"))
-    for path in (sdist_dir, wheel_dir, src_dir):
-        makedirs(path)
-    isolation = [] if item["source"]["build_isolation"] else ["--no-build-isolation"]
-    gb = item["gpu_build"]
-    started = time.time()
-    if item["source"]["spec"]:
-        if gb.get("fixes"):
-            row["reason"] = "gpu_build.fixes need the sdist, but the entry builds from source.spec %s" % item["source"]["spec"]
-            return False, False
-        target = item["source"]["spec"]
-    else:
-        rc, text = pip.build("download", ["--no-deps", "--no-binary", canon] + isolation
-                             + ["-d", sdist_dir, item["requirement"]], env, canon)
-        archives = sorted(os.listdir(sdist_dir))
-        if rc != 0 or len(archives) != 1:
-            row["reason"] = "could not fetch the sdist of %s (pip download rc %d, files %s): %s" % (
-                item["requirement"], rc, archives, " / ".join(text.strip().splitlines()[-5:]))
-            return False, False
-        try:
-            target = heavy_build.unpack_sdist(os.path.join(sdist_dir, archives[0]), src_dir)
-            row["fixes"] = heavy_build.apply_fixes(target, gb.get("fixes"), item["name"])
-        except heavy_build.HeavyBuildError as exc:
-            row["reason"] = str(exc)
-            return False, False
-    # --no-cache-dir: a wheel the audit may refuse must not land in pip's wheel cache, where a later
-    # pip install would pick it up unaudited.
-    rc, text = pip.build("wheel", ["--no-deps", "--no-cache-dir"] + isolation + ["-w", wheel_dir, target], env, canon)
-    row["build_s"] = round(time.time() - started, 1)
-    wheels = sorted(f for f in os.listdir(wheel_dir) if f.endswith(".whl"))
-    if rc != 0 or len(wheels) != 1:
-        kind, lines = mp.classify_failure(text, pip.protected)
-        row["reason"] = "the source build failed (%s, %s wheel(s)): %s" % (kind, len(wheels), "\n".join(lines[-20:]))
-        return False, False
-    wheel = os.path.join(wheel_dir, wheels[0])
-    try:
-        links = elf_links.HostLinks(env.get("CUDA_HOME"), elf_links.venv_site_dir(os.path.dirname(os.path.dirname(pip.python))))
-        audit = gpu_audit.audit_wheel(wheel, item["audit_targets"], item["name"], env, gb, links)
-    except heavy_build.HeavyBuildError as exc:
-        row["reason"] = str(exc)
-        return False, False
-    row["audit"] = {"wheel": wheels[0], "targets": item["audit_targets"], "libraries": audit["libraries"],
-                    "ok": audit["ok"], "note": audit["message"] if audit["ok"] else "",
-                    "cuda_libraries": links.present}
-    if not audit["ok"]:
-        row["reason"] = "%s; not installed" % audit["message"]
-        return False, False
-    rc, text = pip.install([wheel], env, False, None, canon)
-    if rc != 0:
-        kind, lines = mp.classify_failure(text, pip.protected)
-        row["reason"] = "pip install of the audited wheel failed (%s): %s" % (kind, "\n".join(lines[-20:]))
-        return False, True
-    if audit["message"]:
-        row["reason"] = audit["message"]
-    return True, True
-
-
-def prebuilt_install(pip, item, method, version, row, work, env):
-    """Download the exact prebuilt GPU wheel the probe chose, audit it (device code for this host's GPUs, links),
-    install only that file.  Returns (ok, changed); a refused wheel is never installed."""
-    canon = mp.canonical_name(item["name"])
-    dest = os.path.join(work, "prebuilt-" + canon)
-    makedirs(dest)
-    args = mp.install_args(item, method)
-    requirement = "%s==%s" % (canon, version) if version else item["requirement"]
-    rc, text = pip.build("download", ["--no-deps", "-d", dest] + args[:-1] + [requirement], env, canon)
-    wheels = sorted(f for f in os.listdir(dest) if f.endswith(".whl"))
-    if rc != 0 or len(wheels) != 1:
-        row["reason"] = "could not fetch the wheel of %s to audit it (pip download rc %d, files %s): %s" % (
-            requirement, rc, wheels, " / ".join(text.strip().splitlines()[-5:]))
-        return False, False
-    wheel = os.path.join(dest, wheels[0])
-    links = elf_links.HostLinks(env.get("CUDA_HOME"), elf_links.venv_site_dir(os.path.dirname(os.path.dirname(pip.python))))
-    audit = gpu_audit.audit_prebuilt(wheel, item.get("audit_targets") or [], item["name"], links)
-    row["audit"] = {"wheel": wheels[0], "targets": item.get("audit_targets") or [], "libraries": audit["libraries"],
-                    "ok": audit["ok"], "note": audit["message"] if audit["ok"] else "", "cuda_libraries": links.present}
-    if not audit["ok"]:
-        row["reason"] = "%s; not installed" % audit["message"]
-        return False, False
-    rc, text = pip.install(args[:-1] + [wheel], env, False, None, canon)
-    if rc != 0:
-        kind, lines = mp.classify_failure(text, pip.protected)
-        row["reason"] = "pip install of the audited wheel failed (%s): %s" % (kind, "\n".join(lines[-20:]))
-        return False, True
-    if audit["message"]:
-        row["reason"] = audit["message"]
-    return True, True
 
 
 def plan_row(item, installed):
@@ -291,9 +194,21 @@ def handle_package(check_mode, pip, item, installed, work, base_env, protected, 
         return row, False
 
     row["would_install"] = ["%s==%s" % (i["name"], i["version"]) for i in items]
-    if not items:
+    rebuild = None
+    if method == "source" and item.get("gpu_env"):
+        env = env_for(item, method, base_env)
+        row["build"] = ml_gpu.build_record(item, installed, ml_gpu.cuda_of(env, pip.system))
+        if not items:
+            changes = ml_gpu.build_changes((pip.provenance.get(mp.canonical_name(item["name"])) or {}).get("build"),
+                                    row["build"])
+            if changes:
+                rebuild = "rebuilt: the installed build differs from the plan (%s)" % "; ".join(changes)
+    if not items and not rebuild:
         row["status"] = "present"
         mp.apply_provenance(row, pip.provenance)
+        if row.get("build") and not (pip.provenance.get(mp.canonical_name(item["name"])) or {}).get("build"):
+            row["reason"] = "; ".join(r for r in (row["reason"], "installed without a record of how it was built "
+                                                  "(another installer): kept, not compared with the plan") if r)
         return row, False
     if method == "source":
         prereqs.update(item["source"]["prereqs"])
@@ -301,6 +216,8 @@ def handle_package(check_mode, pip, item, installed, work, base_env, protected, 
     if method == "source" and item.get("gpu_env"):
         row["build_env"] = item["gpu_env"]
         row["build_notes"] = item["gpu_notes"]
+    if rebuild:
+        row["reason"] = rebuild
     if check_mode:
         row["status"] = "would_install"
         row["version"] = mine[0]["version"] if mine else row["version"]
@@ -308,7 +225,7 @@ def handle_package(check_mode, pip, item, installed, work, base_env, protected, 
 
     started = time.time()
     if method == "source" and item.get("gpu_env"):
-        ok, touched = heavy_install(pip, item, row, work, env_for(item, method, base_env))
+        ok, touched = ml_gpu.heavy_install(pip, item, row, work, env_for(item, method, base_env), bool(rebuild))
         row["duration_s"] = round(time.time() - started, 1)
         if not ok:
             row["status"] = "failed"
@@ -316,7 +233,7 @@ def handle_package(check_mode, pip, item, installed, work, base_env, protected, 
         return installed_row(pip, installed, item, row)
 
     if method in ("wheel", "index") and (item.get("gpu_wheel") or item.get("gpu_build")):
-        ok, touched = prebuilt_install(pip, item, method, mine[0]["version"] if mine else None, row, work,
+        ok, touched = ml_gpu.prebuilt_install(pip, item, method, mine[0]["version"] if mine else None, row, work,
                                        mp.build_env(item, method, base_env))
         row["duration_s"] = round(time.time() - started, 1)
         if not ok:
@@ -334,38 +251,6 @@ def handle_package(check_mode, pip, item, installed, work, base_env, protected, 
     return installed_row(pip, installed, item, row)
 
 
-def gpu_plan(p, plan):
-    """Give every planned GPU source build its environment and audit targets; refuse bad input first."""
-    for target in p["audit_targets"]:
-        try:
-            fatbin.parse_capability(target)
-        except fatbin.FatbinError:
-            raise JobError("audit_targets: %r is not a compute capability (give one like 12.1 or 9.0)" % target)
-    for item in plan:
-        if item.get("gpu_wheel") or item.get("gpu_build"):
-            # A prebuilt GPU wheel is audited for this host's GPUs when it has any (links always).
-            item["audit_targets"] = list(p["audit_targets"])
-    heavy = [item for item in plan if item.get("gpu_build") and item["method"] == "source"]
-    if not heavy:
-        return
-    if not p["audit_targets"]:
-        raise JobError("audit_targets is empty and %s build(s) compile CUDA kernels (%s): the built wheels "
-                       "must be audited against this host's compute capability; give audit_targets (gpu_facts' "
-                       "compute_capabilities)" % (len(heavy), ", ".join(i["name"] for i in heavy)))
-    cpus = p["build_cpus"] or os.cpu_count() or 1
-    memory = p["build_memory_gib"]
-    try:
-        if memory is None:
-            with open("/proc/meminfo") as handle:
-                memory = heavy_build.memory_available_gib(handle.read())
-        for item in heavy:
-            item["gpu_env"], item["gpu_notes"] = heavy_build.build_env(
-                item["name"], item["gpu_build"], p["cuda_arch_list"], cpus, memory, variable="cuda_arch_list")
-            item["audit_targets"] = list(p["audit_targets"])
-    except heavy_build.HeavyBuildError as exc:
-        raise JobError("cannot plan the GPU source build(s): %s" % exc)
-
-
 class MlPackagesJob(Job):
     """params: the ml_packages module's options; system: module_utils/_common/job.py's seam (pip runs there)."""
 
@@ -380,7 +265,7 @@ class MlPackagesJob(Job):
                                packages=p["packages"], allow_source_builds=p["allow_source_builds"])
         except mp.MatrixError as exc:
             raise JobError("cannot resolve the ML package matrix: %s" % exc)
-        gpu_plan(p, items)
+        ml_gpu.gpu_plan(p, items)
         if not os.access(python, os.X_OK):
             if self.check_mode:
                 # Check mode before the torch role made the venv: every package the plan does not skip

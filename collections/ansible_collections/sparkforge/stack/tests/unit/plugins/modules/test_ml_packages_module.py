@@ -272,6 +272,19 @@ def test_gpu_source_build_is_fixed_audited_and_installed(tmp_path, index):
     assert rc == 0 and again["changed"] is False and _rows(again)["sparkforge-cudaext"]["status"] == "present"
     assert again["report"]["packages"] == result["report"]["packages"]
     assert again["report"]["packages"][0]["audit"]["libraries"][0]["verdicts"] == {"9.0": "native"}
+    # The venv keeps how it was built; a plan with another arch list rebuilds it and says why (check mode first).
+    recorded = _rows(result)["sparkforge-cudaext"]["build"]
+    assert recorded["env"] == {"SPARKFORGE_CUDAEXT_FORCE_BUILD": "TRUE", "TORCH_CUDA_ARCH_LIST": "9.0"}
+    assert recorded["torch"] == "2.11.0+sparkforge" and "release 13" in recorded["cuda"]
+    why = "rebuilt: the installed build differs from the plan (TORCH_CUDA_ARCH_LIST 9.0 -> 9.0;12.1)"
+    wider = _cudaext_args(venv, index, cuda_arch_list="9.0;12.1", audit_targets=["9.0"])
+    planned, rc = run_module("ml_packages", wider, check_mode=True)
+    assert rc == 0 and _rows(planned)["sparkforge-cudaext"]["status"] == "would_install", planned
+    assert _rows(planned)["sparkforge-cudaext"]["reason"] == why
+    rebuilt, rc = run_module("ml_packages", wider)
+    row = _rows(rebuilt)["sparkforge-cudaext"]
+    assert rc == 0 and row["status"] == "installed" and row["reason"] == why, row
+    assert row["audit"]["libraries"][0]["sass"] == ["sm_90", "sm_121"]
 
 
 @pytest.mark.skipif(not os.access(NVCC, os.X_OK), reason="CUDA's nvcc is not installed at " + NVCC)
