@@ -32,7 +32,7 @@ from helpers import load_manifest  # noqa: E402
 
 NVCC = os.environ.get("SPARKFORGE_NVCC", "/usr/local/cuda/bin/nvcc")
 needs_nvcc = pytest.mark.skipif(not os.access(NVCC, os.X_OK), reason="CUDA's nvcc is not installed at " + NVCC)
-HEAVY = ("xformers", "flash-attn", "causal-conv1d")
+HEAVY = ("xformers", "flash-attn", "causal-conv1d", "deepspeed")
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +54,8 @@ def test_every_heavy_package_has_complete_facts(matrix):
     for name in HEAVY:
         gb = hb.validate_gpu_build(name, matrix[name]["gpu_build"])
         assert any(spec["name"] == "TORCH_CUDA_ARCH_LIST" for spec in gb["arch_env"]), name
-        assert gb["checked"] and all("setup.py" in c or "cpp_extension" in c for c in gb["checked"]), name
+        assert gb["checked"] and all(any(w in c for w in ("setup.py", "cpp_extension", "op_builder"))
+                                     for c in gb["checked"]), name
         # The job count must be the plan's, never a hard-coded one in the entry's plain env.
         assert "MAX_JOBS" not in (matrix[name].get("source") or {}).get("env", {}), name
 
@@ -69,6 +70,19 @@ def test_build_env_per_package_on_spark_and_gh200(matrix):
     assert env == {"TORCH_CUDA_ARCH_LIST": "9.0", "CAUSAL_CONV1D_FORCE_BUILD": "TRUE", "MAX_JOBS": "72"}
     env = hb.build_env("xformers", matrix["xformers"]["gpu_build"], "9.0;12.1", 20, 12.0)[0]
     assert env == {"TORCH_CUDA_ARCH_LIST": "9.0;12.1", "FORCE_CUDA": "1", "MAX_JOBS": "1"}
+
+
+def test_deepspeed_builds_the_plans_list_once_per_class(matrix):
+    """deepspeed is a gpu_build: its op builders read TORCH_CUDA_ARCH_LIST, DS_ACCELERATOR=cuda keeps the CUDA ops on
+    a builder without a GPU, and the audit holds it to exactly the list."""
+    gb = matrix["deepspeed"]["gpu_build"]
+    env = hb.build_env("deepspeed", gb, "9.0", 16, 126.0)[0]
+    assert env == {"TORCH_CUDA_ARCH_LIST": "9.0", "DS_ACCELERATOR": "cuda", "MAX_JOBS": "16", "DS_NVCC_THREADS": "4"}
+    assert ga.requested_targets(gb, env)["honoured"] is True
+    # Its op selection is data in the entry's env: every op by default, those needing extra libraries left out.
+    ops = matrix["deepspeed"]["source"]["env"]
+    assert ops["DS_BUILD_OPS"] == "1" and all(ops[v] == "0" for v in ("DS_BUILD_SPARSE_ATTN", "DS_BUILD_EVOFORMER_ATTN",
+                                                                       "DS_BUILD_CUTLASS_OPS", "DS_BUILD_GDS"))
 
 
 def test_flash_attn_has_no_target_for_thor(matrix):
