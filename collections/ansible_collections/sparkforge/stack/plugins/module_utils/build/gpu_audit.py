@@ -207,8 +207,14 @@ def record_owners(site_dir):
     return owners
 
 
-def _canonical(name):
+def canonical(name):
     return re.sub(r"[-_.]+", "-", str(name)).lower()
+
+
+def record_distributions(site_dir):
+    """Names of the distributions installed in ``site_dir`` (its *.dist-info directories)."""
+    return [entry[:-len(".dist-info")].rsplit("-", 1)[0] for entry in sorted(os.listdir(site_dir))
+            if entry.endswith(".dist-info")]
 
 
 def venv_links(site_dir, rel, links):
@@ -262,12 +268,12 @@ def venv_audit(site_dir, target, exempt=None, links=None):
                 notes.append("%s: %s (another of its libraries loads)" % (name, "; ".join(cuda_bad)))
             for lib in libs:
                 lib["links"] = [text for _kind, text in lib["links"]]
-    exempt = dict((_canonical(k), v) for k, v in (exempt or {}).items())
+    exempt = dict((canonical(k), v) for k, v in (exempt or {}).items())
     for name in sorted(packages):
         slot = packages[name]
         best = min((lib["verdict"] for lib in slot["libraries"]), key=fatbin.VERDICTS.index)
         slot["verdict"] = best
-        reason = exempt.get(_canonical(name))
+        reason = exempt.get(canonical(name))
         if reason and best in ("unsupported", "jit"):
             slot["exempt"] = reason
             notes.append("%s is %s on %s by its fat binaries, exempt: %s" % (name, best, result["target"], reason))

@@ -32,6 +32,7 @@ import os
 import re
 
 from ansible_collections.sparkforge.stack.plugins.module_utils.build import heavy_build
+from ansible_collections.sparkforge.stack.plugins.module_utils.packages import smoke
 
 METHODS = ("wheel", "index", "source", "skip")
 WHEN_KEYS = ("arch", "platform_class", "cuda_major")
@@ -226,8 +227,16 @@ def resolve(matrix, profiles, pins, platform, profile=None, packages=None, allow
             "gpu_build": _gpu_build(key, entry.get("gpu_build")),
             # A prebuilt wheel with CUDA code (methods wheel/index): downloaded and audited before it is installed.
             "gpu_wheel": _flag(key, entry, "gpu_wheel"),
+            "smoke": _smoke(key, entry.get("smoke")),
         })
     return plan
+
+
+def _smoke(key, value):
+    try:
+        return smoke.validate(key, value)
+    except smoke.SmokeError as exc:
+        raise MatrixError(str(exc))
 
 
 def _flag(key, entry, field):

@@ -27,6 +27,7 @@ import time
 from ansible_collections.sparkforge.stack.plugins.module_utils.build import heavy_build
 from ansible_collections.sparkforge.stack.plugins.module_utils.packages import ml_gpu
 from ansible_collections.sparkforge.stack.plugins.module_utils.packages import ml_packages as mp
+from ansible_collections.sparkforge.stack.plugins.module_utils.packages import smoke
 from ansible_collections.sparkforge.stack.plugins.module_utils._common.files import atomic_write_text, makedirs
 from ansible_collections.sparkforge.stack.plugins.module_utils._common.job import Job, JobError, Plan, output_tail
 
@@ -151,6 +152,12 @@ def installed_row(pip, installed, item, row):
     row["status"] = "installed"
     mp.record_provenance(pip.provenance, row)
     atomic_write_text(pip.provenance_path, json.dumps(pip.provenance, indent=1, sort_keys=True) + "\n")
+    if item.get("smoke"):
+        # Once installed, it runs once here (on a host whose torch sees a GPU; else skipped, saying why).
+        row["smoke"] = smoke.run(pip.system, pip.python, item["name"], item["smoke"], pip.env)
+        if row["smoke"]["status"] == "failed":
+            row["status"] = "failed"
+        row["reason"] = "; ".join(r for r in (row["reason"], smoke.message(row["smoke"])) if r)
     return row, True
 
 
