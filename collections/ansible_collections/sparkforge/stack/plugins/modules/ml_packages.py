@@ -190,7 +190,7 @@ packages:
           per target, and against the requested arch list the targets C(missing) and C(extra)); a requested target
           missing refuses the wheel, one not asked is reported (refused where the entry's
           C(gpu_build.arch_list_honoured) is true). The link audit holds every shared object of the wheel to this
-          host (C(links) per library; C(cuda_libraries), the CUDA libraries and majors found): a CUDA library it
+          host (C(links) per library; C(cuda_libraries), the CUDA libraries and majors found); a CUDA library it
           needs that the host lacks (C(libcudart.so.12) on a CUDA 13 host) or a c10/at/torch symbol the venv's
           torch does not export refuses it. A refused wheel is never installed.
       type: dict

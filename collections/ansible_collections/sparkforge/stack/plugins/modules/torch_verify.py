@@ -237,9 +237,9 @@ audit_verdict:
 venv_audit:
   description:
     - With O(venv_audit), the audit of the whole venv (target, verdict, packages with their libraries and verdicts,
-      failures, notes, seconds); null otherwise and in check mode. Each GPU library's C(links) lists what it cannot
-      load here: a CUDA library it needs by major version that the host lacks (a distribution fails when none of its
-      GPU libraries loads), or a c10/at/torch symbol the venv's torch does not export (always a failure).
+      failures, notes, seconds); null otherwise and in check mode. Each GPU library's C(links) lists why it cannot
+      load here (a CUDA library it needs by major version that the host lacks (a distribution fails when none of its
+      GPU libraries loads), or a c10/at/torch symbol the venv's torch does not export, always a failure).
   returned: always
   type: dict
 smoke:
