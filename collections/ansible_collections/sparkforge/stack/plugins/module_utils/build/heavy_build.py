@@ -87,6 +87,11 @@ def render_arch(archs, spec, package):
     form = spec.get("form")
     sep = spec.get("separator", ";")
     if form == "torch":
+        variants = [a["text"] for a in archs if a["variant"]]
+        if variants and spec.get("variants") is False:
+            raise HeavyBuildError(
+                "%s reads %s as numbers only (no a/f variants): %s cannot be built for %s; give the plain "
+                "architecture (e.g. 9.0 for 9.0a) for this package" % (package, spec["name"], package, ", ".join(variants)))
         return sep.join(a["text"] for a in archs)
     if form == "sm_numbers":
         choices = [str(c) for c in spec.get("choices") or []]

@@ -79,6 +79,9 @@ def test_deepspeed_builds_the_plans_list_once_per_class(matrix):
     env = hb.build_env("deepspeed", gb, "9.0", 16, 126.0)[0]
     assert env == {"TORCH_CUDA_ARCH_LIST": "9.0", "DS_ACCELERATOR": "cuda", "MAX_JOBS": "16", "DS_NVCC_THREADS": "4"}
     assert ga.requested_targets(gb, env)["honoured"] is True
+    with pytest.raises(hb.HeavyBuildError, match=r"deepspeed reads TORCH_CUDA_ARCH_LIST as numbers only \(no a/f "
+                       r"variants\): deepspeed cannot be built for 9.0a; give the plain architecture"):
+        hb.build_env("deepspeed", gb, "8.0;9.0a", 16, 126.0)
     # Its op selection is data in the entry's env: every op by default, those needing extra libraries left out.
     ops = matrix["deepspeed"]["source"]["env"]
     assert ops["DS_BUILD_OPS"] == "1" and all(ops[v] == "0" for v in ("DS_BUILD_SPARSE_ATTN", "DS_BUILD_EVOFORMER_ATTN",
