@@ -22,6 +22,7 @@ __metaclass__ = type
 import os
 import re
 import shutil
+import struct
 
 from ansible_collections.sparkforge.stack.plugins.module_utils.build.heavy_build import HeavyBuildError, parse_arch_list
 from ansible_collections.sparkforge.stack.plugins.module_utils.packages import elf_links, fatbin
@@ -222,7 +223,7 @@ def venv_links(site_dir, rel, links):
     full = os.path.join(site_dir, rel)
     try:
         info = elf_links.read_file(full)
-    except (elf_links.ElfLinkError, OSError, ValueError) as exc:
+    except (elf_links.ElfLinkError, OSError, ValueError, struct.error) as exc:
         return [("cuda_library", "unreadable ELF: %s" % exc)]
     return elf_links.check_library(info, links, origin_dirs=elf_links.origin_dirs(full, info))
 

@@ -85,6 +85,19 @@ def test_dynamic_section_as_readelf_reads_it(built):
     assert MISSING in torch_ext["undefined"] and PRESENT in torch_ext["undefined"]
     assert PRESENT in elf_links.read_file(os.path.join(built["site"], "torch", "lib", "libc10.so"))["defined"]
     assert elf_links.read_file(os.path.join(built["stub"], "libcudart.so.12"))["soname"] == "libcudart.so.12"
+    if shutil.which("nm"):
+        # Strong undefined symbols as binutils lists them ('U'; weak ones, 'w', are not required to resolve).
+        text = subprocess.check_output(["nm", "-D", "--undefined-only", built["torchext"]]).decode()
+        assert sorted(torch_ext["undefined"]) == sorted(
+            line.split()[-1].split("@")[0] for line in text.splitlines() if line.split()[0] == "U")
+
+
+def test_a_truncated_library_is_refused_not_misread(built, tmp_path):
+    data = open(built["cuda12"], "rb").read()
+    cut = tmp_path / "cut.so"
+    cut.write_bytes(data[:len(data) // 2])
+    with pytest.raises(elf_links.ElfLinkError, match="section headers run past the end"):
+        elf_links.read_file(str(cut))
 
 
 def test_links_checked_against_this_host(built):
