@@ -178,10 +178,21 @@ packages:
     build_notes: {description: How the job count was sized., type: list}
     fixes: {description: "Fixes applied to the sdist (file, replaced, why).", type: list}
     build_s: {description: Seconds the GPU source build took (download + build)., type: float}
+    build:
+      description:
+        - How a GPU source build is made here (its arch and force-build variables, the venv's torch, the CUDA release,
+          the entry's fixes), kept in the venv's provenance record; when the installed one was built otherwise the
+          package is rebuilt and C(reason) says what changed.
+      type: dict
     audit:
       description:
-        - The arch audit of a built GPU wheel (wheel, targets, ok, note, libraries with sass, ptx and the verdict
-          per target); a refused wheel is never installed.
+        - The arch audit of a built GPU wheel (wheel, targets, ok, note, libraries with sass, ptx, the verdict
+          per target, and against the requested arch list the targets C(missing) and C(extra)); a requested target
+          missing refuses the wheel, one not asked is reported (refused where the entry's
+          C(gpu_build.arch_list_honoured) is true). The link audit holds every shared object of the wheel to this
+          host (C(links) per library; C(cuda_libraries), the CUDA libraries and majors found); a CUDA library it
+          needs that the host lacks (C(libcudart.so.12) on a CUDA 13 host) or a c10/at/torch symbol the venv's
+          torch does not export refuses it. A refused wheel is never installed.
       type: dict
 table:
   description: The rows as a plain-text table (for the host report).

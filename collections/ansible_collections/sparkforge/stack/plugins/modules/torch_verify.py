@@ -109,6 +109,14 @@ options:
         (the manifest's C(sparkforge_venv_audit_exempt)); they are reported with it and never fail the host.
     type: dict
     default: {}
+  smoke_matrix:
+    description:
+      - The ML package matrix (the manifest's C(sparkforge_ml_packages)); every entry with a C(smoke) test whose
+        distribution is installed in the venv runs it once (an import and one op against a plain PyTorch reference
+        on the GPU). A failure names the package, the op and the error and fails the host; where torch sees no GPU
+        each is skipped with the reason.
+    type: dict
+    default: {}
   platforms:
     description:
       - Peak figures per platform, as in the manifest's C(sparkforge_gpu_platforms) (a C(match) regex on the
@@ -229,9 +237,16 @@ audit_verdict:
 venv_audit:
   description:
     - With O(venv_audit), the audit of the whole venv (target, verdict, packages with their libraries and verdicts,
-      failures, notes, seconds); null otherwise and in check mode.
+      failures, notes, seconds); null otherwise and in check mode. Each GPU library's C(links) lists why it cannot
+      load here (a CUDA library it needs by major version that the host lacks (a distribution fails when none of its
+      GPU libraries loads), or a c10/at/torch symbol the venv's torch does not export, always a failure).
   returned: always
   type: dict
+smoke:
+  description: Each smoke test run (package, op, status passed/failed/skipped, error, reason, max_abs_err, device).
+  returned: always
+  type: list
+  elements: dict
 checks:
   description: Each check with status (pass, fail, skip, unavailable, info), rel_err, tolerance, reference, detail.
   returned: always

@@ -21,9 +21,9 @@ roles/manifest/defaults/main/ml_packages.yml that compiles GPU code carries a ``
   package changed and the build is refused rather than built with archs nobody chose.
 * ``checked``: where each fact was read (repository, path, release).
 
-After the build every shared object of the wheel is audited (module_utils/packages/fatbin.py)
-against the host's compute capabilities: a wheel without code the host can run (no SASS of
-the same major with minor <= the host's, no PTX it can JIT) is refused and never installed.
+After the build every shared object of the wheel is audited (gpu_audit.py: its device code against
+the host's compute capabilities and the requested arch list, its links against the host) and a
+refused wheel is never installed.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -38,7 +38,7 @@ import zipfile
 from ansible_collections.sparkforge.stack.plugins.module_utils.packages import fatbin
 
 GPU_BUILD_KEYS = ("arch_env", "force_build", "jobs_env", "threads_env", "nvcc_threads", "job_memory_gib",
-                  "fixes", "checked")
+                  "fixes", "checked", "audit_env", "arch_list_honoured")
 ARCH_FORMS = ("torch", "sm_numbers")
 # Share of the memory the compile jobs may take together; the rest stays for the OS, the
 # linker and (on unified-memory hosts) the GPU.
@@ -87,6 +87,11 @@ def render_arch(archs, spec, package):
     form = spec.get("form")
     sep = spec.get("separator", ";")
     if form == "torch":
+        variants = [a["text"] for a in archs if a["variant"]]
+        if variants and spec.get("variants") is False:
+            raise HeavyBuildError(
+                "%s reads %s as numbers only (no a/f variants): %s cannot be built for %s; give the plain "
+                "architecture (e.g. 9.0 for 9.0a) for this package" % (package, spec["name"], package, ", ".join(variants)))
         return sep.join(a["text"] for a in archs)
     if form == "sm_numbers":
         choices = [str(c) for c in spec.get("choices") or []]
@@ -124,6 +129,13 @@ def validate_gpu_build(package, gpu_build):
         if not isinstance(spec, dict) or not spec.get("name") or spec.get("form") not in ARCH_FORMS:
             raise HeavyBuildError("%s: gpu_build.arch_env entry %r needs a name and a form (%s)"
                                   % (package, spec, ", ".join(ARCH_FORMS)))
+    audit_env = gpu_build.get("audit_env")
+    if audit_env is not None and audit_env not in [spec["name"] for spec in specs]:
+        raise HeavyBuildError("%s: gpu_build.audit_env %r is not one of its arch_env variables (%s)"
+                              % (package, audit_env, ", ".join(spec["name"] for spec in specs)))
+    if not isinstance(gpu_build.get("arch_list_honoured", False), bool):
+        raise HeavyBuildError("%s: gpu_build.arch_list_honoured must be true or false, got %r"
+                              % (package, gpu_build["arch_list_honoured"]))
     for key in ("nvcc_threads", "job_memory_gib"):
         value = gpu_build.get(key)
         if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
@@ -233,106 +245,17 @@ def apply_fixes(project, fixes, package):
     return applied
 
 
-# ---- the audit ------------------------------------------------------------------------
+# ---- the toolkit ----------------------------------------------------------------------
 
-def audit_wheel(path, targets, package):
-    """Audit every shared object of a built wheel for each target capability.
-
-    Returns {ok, libraries: [{path, sass, ptx, verdicts: {target: verdict}}], message}.
-    Refused (ok False): no library with GPU code (the build compiled no kernels), or a
-    library with no SASS or PTX that runs on one of the targets.
-    """
-    if not targets:
-        raise HeavyBuildError("%s: no compute capability to audit the built wheel against: the host reports no "
-                              "GPU; give audit_targets (e.g. ['12.1'])" % package)
-    libraries = {}
-    for target in targets:
-        result = fatbin.audit(path, target=target)
-        for lib in result["libraries"]:
-            entry = libraries.setdefault(lib["path"], {"path": lib["path"], "sass": lib["sass"], "ptx": lib["ptx"],
-                                                       "verdicts": {}})
-            entry["verdicts"][result["target"]] = lib["verdict"]
-    libs = [libraries[k] for k in sorted(libraries)]
-    name = os.path.basename(path)
-    if not libs:
-        return {"ok": False, "libraries": [], "message": (
-            "%s: refused by the arch audit: %s holds no shared object with GPU code (the build compiled no "
-            "CUDA kernels; check the arch and force-build variables)" % (package, name))}
-    bad = []
-    jit = []
-    for lib in libs:
-        for target, verdict in sorted(lib["verdicts"].items()):
-            if verdict == "unsupported":
-                bad.append("%s holds SASS %s, PTX %s: nothing runs on %s" % (
-                    lib["path"], ",".join(lib["sass"]) or "none", ",".join(lib["ptx"]) or "none", target))
-            elif verdict == "jit":
-                jit.append("%s runs on %s only through the driver's PTX JIT (%s)" % (
-                    lib["path"], target, ",".join(lib["ptx"])))
-    if bad:
-        return {"ok": False, "libraries": libs, "message": "%s: refused by the arch audit of %s: %s" % (
-            package, name, "; ".join(bad))}
-    return {"ok": True, "libraries": libs, "message": "; ".join(jit)}
-
-
-# ---- the whole venv -------------------------------------------------------------------
-
-def record_owners(site_dir):
-    """{path relative to site-packages: distribution name} from every *.dist-info/RECORD."""
-    owners = {}
-    for entry in sorted(os.listdir(site_dir)):
-        record = os.path.join(site_dir, entry, "RECORD")
-        if not entry.endswith(".dist-info") or not os.path.isfile(record):
-            continue
-        name = entry[:-len(".dist-info")].rsplit("-", 1)[0]
-        with open(record) as handle:
-            for line in handle:
-                path = line.rsplit(",", 2)[0].strip()
-                if path:
-                    owners[os.path.normpath(path)] = name
-    return owners
-
-
-def _canonical(name):
-    return re.sub(r"[-_.]+", "-", str(name)).lower()
-
-
-def venv_audit(site_dir, target, exempt=None):
-    """Audit every shared object with GPU code under ``site_dir`` for ``target``, per distribution.
-
-    A distribution carries code for the GPU when at least one of its libraries does (a package may
-    ship one library per CUDA release and load the one that fits, as bitsandbytes does); its weaker
-    libraries are listed.  ``exempt`` ({distribution: reason}) names distributions whose device code is
-    not (all) in fat binaries this audit reads: they are reported with the reason, never failed.
-    Returns {target, verdict, packages: {name: {verdict, libraries}}, failures,
-    notes}: a failure per distribution with nothing that runs, a note per distribution that runs
-    only through the driver's PTX JIT.  Kernel counts are skipped (verdicts by cubin count): the
-    venv may hold gigabytes of libraries.
-    """
-    result = fatbin.audit(site_dir, target=target, kernels=False)
-    owners = record_owners(site_dir)
-    packages = {}
-    for lib in result["libraries"]:
-        rel = os.path.normpath(lib["path"])
-        owner = owners.get(rel) or "(no RECORD: %s)" % rel.split(os.sep)[0]
-        slot = packages.setdefault(owner, {"libraries": []})
-        slot["libraries"].append({"path": rel, "verdict": lib["verdict"], "sass": lib["sass"], "ptx": lib["ptx"]})
-    failures = []
-    notes = []
-    exempt = dict((_canonical(k), v) for k, v in (exempt or {}).items())
-    for name in sorted(packages):
-        slot = packages[name]
-        best = min((lib["verdict"] for lib in slot["libraries"]), key=fatbin.VERDICTS.index)
-        slot["verdict"] = best
-        reason = exempt.get(_canonical(name))
-        if reason and best in ("unsupported", "jit"):
-            slot["exempt"] = reason
-            notes.append("%s is %s on %s by its fat binaries, exempt: %s" % (name, best, result["target"], reason))
-        elif best == "unsupported":
-            failures.append("%s has no code for compute capability %s: %s" % (name, result["target"], "; ".join(
-                "%s (SASS %s, PTX %s)" % (lib["path"], ",".join(lib["sass"]) or "none", ",".join(lib["ptx"]) or "none")
-                for lib in slot["libraries"])))
-        elif best == "jit":
-            notes.append("%s runs on %s only through the driver's PTX JIT" % (name, result["target"]))
-    return {"target": result["target"], "verdict": fatbin.weakest(s["verdict"] for s in packages.values()),
-            "packages": packages, "failures": failures, "notes": notes, "scanned": result["scanned"],
-            "errors": result["errors"]}
+def toolkit_env(env, base_path=None):
+    """``env`` with ``$CUDA_HOME/bin`` first on PATH: a setup.py that looks for nvcc on PATH (torch's
+    cpp_extension finds CUDA_HOME, many packages' own checks do not) finds the toolkit the plan chose,
+    not whichever nvcc the host's PATH happens to hold, nor none (it then skips its CUDA extension)."""
+    out = dict(env)
+    cuda_home = out.get("CUDA_HOME")
+    if not cuda_home:
+        return out
+    rest = [d for d in (out.get("PATH") or base_path or os.environ.get("PATH", "")).split(os.pathsep) if d]
+    bin_dir = os.path.join(cuda_home, "bin")
+    out["PATH"] = os.pathsep.join([bin_dir] + [d for d in rest if d != bin_dir])
+    return out

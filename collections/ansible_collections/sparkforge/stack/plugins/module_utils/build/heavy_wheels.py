@@ -11,7 +11,7 @@ sdist's file and sha256, the arch list in every form the build reads, the force-
 the fixes applied, the CUDA release, the build Python and the audit targets; so an unchanged
 rerun finds the published wheel and builds nothing, and a change to any of them builds again.
 
-The arch audit (heavy_build.audit_wheel) runs on the builder before publishing: a refused
+The audit (gpu_audit.audit_wheel) runs on the builder before publishing: a refused
 wheel is never published, so it never reaches M(fleet_wheels) or another host.
 
 The job has the shape of module_utils/_common/job.py: ``HeavyWheelsJob(params, system, check_mode)``
@@ -35,7 +35,8 @@ import tempfile
 import time
 
 from ansible_collections.sparkforge.stack.plugins.module_utils.packages import fatbin
-from ansible_collections.sparkforge.stack.plugins.module_utils.build import heavy_build
+from ansible_collections.sparkforge.stack.plugins.module_utils.build import gpu_audit, heavy_build
+from ansible_collections.sparkforge.stack.plugins.module_utils.packages import elf_links
 from ansible_collections.sparkforge.stack.plugins.module_utils.packages import ml_packages as mp
 from ansible_collections.sparkforge.stack.plugins.module_utils.build.build_common import (
     BuildError,
@@ -152,6 +153,7 @@ def build_one(item, p, index, base_env, cuda, python_id, check_mode=False):
     env = isolated_environ(os.environ, base_env)
     env.update(item["source"]["env"])
     env.update(item["gpu_env"])
+    env = heavy_build.toolkit_env(env)
     work = tempfile.mkdtemp(prefix=".heavy-%s-" % canon, dir=None if check_mode else p["wheel_dir"])
     if check_mode:
         # Check mode writes nothing on the host but its temporary directory (the sdist, to key the build).
@@ -199,7 +201,8 @@ def build_one(item, p, index, base_env, cuda, python_id, check_mode=False):
             if len(wheels) != 1:
                 raise BuildError("pip wheel of %s made %s, not one wheel (see %s)" % (item["name"], wheels, log))
             built = os.path.join(out, wheels[0])
-            audit = heavy_build.audit_wheel(built, item["audit_targets"], item["name"])
+            links = elf_links.HostLinks(env.get("CUDA_HOME"), elf_links.venv_site_dir(p["venv"]))
+            audit = gpu_audit.audit_wheel(built, item["audit_targets"], item["name"], env, item["gpu_build"], links)
             audit_record = {"wheel": wheels[0], "targets": item["audit_targets"], "libraries": audit["libraries"],
                             "ok": audit["ok"], "note": audit["message"] if audit["ok"] else ""}
             if not audit["ok"]:

@@ -32,6 +32,7 @@ import os
 import re
 
 from ansible_collections.sparkforge.stack.plugins.module_utils.build import heavy_build
+from ansible_collections.sparkforge.stack.plugins.module_utils.packages import smoke
 
 METHODS = ("wheel", "index", "source", "skip")
 WHEN_KEYS = ("arch", "platform_class", "cuda_major")
@@ -224,8 +225,25 @@ def resolve(matrix, profiles, pins, platform, profile=None, packages=None, allow
             "skip_reason": skip_reason,
             # Heavy packages (CUDA kernels): how their source build gets the arch list (heavy_build.py).
             "gpu_build": _gpu_build(key, entry.get("gpu_build")),
+            # A prebuilt wheel with CUDA code (methods wheel/index): downloaded and audited before it is installed.
+            "gpu_wheel": _flag(key, entry, "gpu_wheel"),
+            "smoke": _smoke(key, entry.get("smoke")),
         })
     return plan
+
+
+def _smoke(key, value):
+    try:
+        return smoke.validate(key, value)
+    except smoke.SmokeError as exc:
+        raise MatrixError(str(exc))
+
+
+def _flag(key, entry, field):
+    value = entry.get(field, False)
+    if not isinstance(value, bool):
+        raise MatrixError("matrix entry '%s': %s must be true or false, got %r" % (key, field, value))
+    return value
 
 
 def _gpu_build(key, gpu_build):
@@ -487,6 +505,7 @@ def record_provenance(provenance, row):
         "fallback_taken": bool(row.get("fallback_taken")),
         "reason": row.get("reason") or "",
         "audit": row.get("audit"),
+        "build": row.get("build"),
     }
     return provenance
 

@@ -24,9 +24,10 @@ import shutil
 import tempfile
 import time
 
-from ansible_collections.sparkforge.stack.plugins.module_utils.packages import fatbin
 from ansible_collections.sparkforge.stack.plugins.module_utils.build import heavy_build
+from ansible_collections.sparkforge.stack.plugins.module_utils.packages import ml_gpu
 from ansible_collections.sparkforge.stack.plugins.module_utils.packages import ml_packages as mp
+from ansible_collections.sparkforge.stack.plugins.module_utils.packages import smoke
 from ansible_collections.sparkforge.stack.plugins.module_utils._common.files import atomic_write_text, makedirs
 from ansible_collections.sparkforge.stack.plugins.module_utils._common.job import Job, JobError, Plan, output_tail
 
@@ -99,70 +100,8 @@ def env_for(item, method, base_env):
     env = mp.build_env(item, method, base_env)
     if method == "source" and item.get("gpu_env"):
         env.update(item["gpu_env"])
+        env = heavy_build.toolkit_env(env)
     return env
-
-
-def heavy_install(pip, item, row, work, env):
-    """Build a GPU package into a wheel (sdist fixed where needed), audit it, install only what passes.
-
-    Returns (ok, changed).  A refused wheel is never installed: it stays in the work directory,
-    which is removed at the end of the run.
-    """
-    canon = mp.canonical_name(item["name"])
-    base = os.path.join(work, "heavy-" + canon)
-    sdist_dir, wheel_dir, src_dir = (os.path.join(base, d) for d in ("sdist", "wheel", "src"))
-    for path in (sdist_dir, wheel_dir, src_dir):
-        makedirs(path)
-    isolation = [] if item["source"]["build_isolation"] else ["--no-build-isolation"]
-    gb = item["gpu_build"]
-    started = time.time()
-    if item["source"]["spec"]:
-        if gb.get("fixes"):
-            row["reason"] = "gpu_build.fixes need the sdist, but the entry builds from source.spec %s" % item["source"]["spec"]
-            return False, False
-        target = item["source"]["spec"]
-    else:
-        rc, text = pip.build("download", ["--no-deps", "--no-binary", canon] + isolation
-                             + ["-d", sdist_dir, item["requirement"]], env, canon)
-        archives = sorted(os.listdir(sdist_dir))
-        if rc != 0 or len(archives) != 1:
-            row["reason"] = "could not fetch the sdist of %s (pip download rc %d, files %s): %s" % (
-                item["requirement"], rc, archives, " / ".join(text.strip().splitlines()[-5:]))
-            return False, False
-        try:
-            target = heavy_build.unpack_sdist(os.path.join(sdist_dir, archives[0]), src_dir)
-            row["fixes"] = heavy_build.apply_fixes(target, gb.get("fixes"), item["name"])
-        except heavy_build.HeavyBuildError as exc:
-            row["reason"] = str(exc)
-            return False, False
-    # --no-cache-dir: a wheel the audit may refuse must not land in pip's wheel cache, where a later
-    # pip install would pick it up unaudited.
-    rc, text = pip.build("wheel", ["--no-deps", "--no-cache-dir"] + isolation + ["-w", wheel_dir, target], env, canon)
-    row["build_s"] = round(time.time() - started, 1)
-    wheels = sorted(f for f in os.listdir(wheel_dir) if f.endswith(".whl"))
-    if rc != 0 or len(wheels) != 1:
-        kind, lines = mp.classify_failure(text, pip.protected)
-        row["reason"] = "the source build failed (%s, %s wheel(s)): %s" % (kind, len(wheels), "\n".join(lines[-20:]))
-        return False, False
-    wheel = os.path.join(wheel_dir, wheels[0])
-    try:
-        audit = heavy_build.audit_wheel(wheel, item["audit_targets"], item["name"])
-    except heavy_build.HeavyBuildError as exc:
-        row["reason"] = str(exc)
-        return False, False
-    row["audit"] = {"wheel": wheels[0], "targets": item["audit_targets"], "libraries": audit["libraries"],
-                    "ok": audit["ok"], "note": audit["message"] if audit["ok"] else ""}
-    if not audit["ok"]:
-        row["reason"] = "%s; not installed" % audit["message"]
-        return False, False
-    rc, text = pip.install([wheel], env, False, None, canon)
-    if rc != 0:
-        kind, lines = mp.classify_failure(text, pip.protected)
-        row["reason"] = "pip install of the audited wheel failed (%s): %s" % (kind, "\n".join(lines[-20:]))
-        return False, True
-    if audit["message"]:
-        row["reason"] = audit["message"]
-    return True, True
 
 
 def plan_row(item, installed):
@@ -213,6 +152,12 @@ def installed_row(pip, installed, item, row):
     row["status"] = "installed"
     mp.record_provenance(pip.provenance, row)
     atomic_write_text(pip.provenance_path, json.dumps(pip.provenance, indent=1, sort_keys=True) + "\n")
+    if item.get("smoke"):
+        # Once installed, it runs once here (on a host whose torch sees a GPU; else skipped, saying why).
+        row["smoke"] = smoke.run(pip.system, pip.python, item["name"], item["smoke"], pip.env)
+        if row["smoke"]["status"] == "failed":
+            row["status"] = "failed"
+        row["reason"] = "; ".join(r for r in (row["reason"], smoke.message(row["smoke"])) if r)
     return row, True
 
 
@@ -256,9 +201,21 @@ def handle_package(check_mode, pip, item, installed, work, base_env, protected, 
         return row, False
 
     row["would_install"] = ["%s==%s" % (i["name"], i["version"]) for i in items]
-    if not items:
+    rebuild = None
+    if method == "source" and item.get("gpu_env"):
+        env = env_for(item, method, base_env)
+        row["build"] = ml_gpu.build_record(item, installed, ml_gpu.cuda_of(env, pip.system))
+        if not items:
+            changes = ml_gpu.build_changes((pip.provenance.get(mp.canonical_name(item["name"])) or {}).get("build"),
+                                    row["build"])
+            if changes:
+                rebuild = "rebuilt: the installed build differs from the plan (%s)" % "; ".join(changes)
+    if not items and not rebuild:
         row["status"] = "present"
         mp.apply_provenance(row, pip.provenance)
+        if row.get("build") and not (pip.provenance.get(mp.canonical_name(item["name"])) or {}).get("build"):
+            row["reason"] = "; ".join(r for r in (row["reason"], "installed without a record of how it was built "
+                                                  "(another installer): kept, not compared with the plan") if r)
         return row, False
     if method == "source":
         prereqs.update(item["source"]["prereqs"])
@@ -266,6 +223,8 @@ def handle_package(check_mode, pip, item, installed, work, base_env, protected, 
     if method == "source" and item.get("gpu_env"):
         row["build_env"] = item["gpu_env"]
         row["build_notes"] = item["gpu_notes"]
+    if rebuild:
+        row["reason"] = rebuild
     if check_mode:
         row["status"] = "would_install"
         row["version"] = mine[0]["version"] if mine else row["version"]
@@ -273,13 +232,21 @@ def handle_package(check_mode, pip, item, installed, work, base_env, protected, 
 
     started = time.time()
     if method == "source" and item.get("gpu_env"):
-        ok, touched = heavy_install(pip, item, row, work, env_for(item, method, base_env))
+        ok, touched = ml_gpu.heavy_install(pip, item, row, work, env_for(item, method, base_env), bool(rebuild))
         row["duration_s"] = round(time.time() - started, 1)
         if not ok:
             row["status"] = "failed"
             return row, touched
         return installed_row(pip, installed, item, row)
 
+    if method in ("wheel", "index") and (item.get("gpu_wheel") or item.get("gpu_build")):
+        ok, touched = ml_gpu.prebuilt_install(pip, item, method, mine[0]["version"] if mine else None, row, work,
+                                       mp.build_env(item, method, base_env))
+        row["duration_s"] = round(time.time() - started, 1)
+        if not ok:
+            row["status"] = "failed"
+            return row, touched
+        return installed_row(pip, installed, item, row)
     rc, text = pip.install(mp.install_args(item, method), mp.build_env(item, method, base_env), False, None,
                            mp.canonical_name(item["name"]))
     row["duration_s"] = round(time.time() - started, 1)
@@ -289,34 +256,6 @@ def handle_package(check_mode, pip, item, installed, work, base_env, protected, 
         row["reason"] = "pip install failed (%s, method %s): %s" % (kind, method, "\n".join(lines[-20:]))
         return row, True
     return installed_row(pip, installed, item, row)
-
-
-def gpu_plan(p, plan):
-    """Give every planned GPU source build its environment and audit targets; refuse bad input first."""
-    heavy = [item for item in plan if item.get("gpu_build") and item["method"] == "source"]
-    if not heavy:
-        return
-    for target in p["audit_targets"]:
-        try:
-            fatbin.parse_capability(target)
-        except fatbin.FatbinError:
-            raise JobError("audit_targets: %r is not a compute capability (give one like 12.1 or 9.0)" % target)
-    if not p["audit_targets"]:
-        raise JobError("audit_targets is empty and %s build(s) compile CUDA kernels (%s): the built wheels "
-                       "must be audited against this host's compute capability; give audit_targets (gpu_facts' "
-                       "compute_capabilities)" % (len(heavy), ", ".join(i["name"] for i in heavy)))
-    cpus = p["build_cpus"] or os.cpu_count() or 1
-    memory = p["build_memory_gib"]
-    try:
-        if memory is None:
-            with open("/proc/meminfo") as handle:
-                memory = heavy_build.memory_available_gib(handle.read())
-        for item in heavy:
-            item["gpu_env"], item["gpu_notes"] = heavy_build.build_env(
-                item["name"], item["gpu_build"], p["cuda_arch_list"], cpus, memory, variable="cuda_arch_list")
-            item["audit_targets"] = list(p["audit_targets"])
-    except heavy_build.HeavyBuildError as exc:
-        raise JobError("cannot plan the GPU source build(s): %s" % exc)
 
 
 class MlPackagesJob(Job):
@@ -333,7 +272,7 @@ class MlPackagesJob(Job):
                                packages=p["packages"], allow_source_builds=p["allow_source_builds"])
         except mp.MatrixError as exc:
             raise JobError("cannot resolve the ML package matrix: %s" % exc)
-        gpu_plan(p, items)
+        ml_gpu.gpu_plan(p, items)
         if not os.access(python, os.X_OK):
             if self.check_mode:
                 # Check mode before the torch role made the venv: every package the plan does not skip

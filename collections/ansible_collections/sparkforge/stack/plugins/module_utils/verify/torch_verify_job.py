@@ -16,8 +16,9 @@ import os
 import platform as pyplatform
 import time
 
-from ansible_collections.sparkforge.stack.plugins.module_utils.packages import fatbin
-from ansible_collections.sparkforge.stack.plugins.module_utils.build import heavy_build
+from ansible_collections.sparkforge.stack.plugins.module_utils._common.job import LocalSystem
+from ansible_collections.sparkforge.stack.plugins.module_utils.packages import elf_links, fatbin, smoke
+from ansible_collections.sparkforge.stack.plugins.module_utils.build import gpu_audit
 from ansible_collections.sparkforge.stack.plugins.module_utils.verify import multi_gpu
 from ansible_collections.sparkforge.stack.plugins.module_utils.verify.torch_checks import (
     VerifyError,
@@ -43,6 +44,7 @@ ARGUMENT_SPEC = dict(
     audit=dict(type="bool", default=True),
     venv_audit=dict(type="bool", default=True),
     venv_audit_exempt=dict(type="dict", default={}),
+    smoke_matrix=dict(type="dict", default={}),
     platforms=dict(type="dict", default={}),
     env=dict(type="dict", default={}),
     timeout=dict(type="int", default=900),
@@ -159,13 +161,38 @@ class VerifyJob:
             site_dir = os.path.dirname(os.path.dirname(raw["torch_lib_dir"]))
             started = time.time()
             try:
-                venv_result = heavy_build.venv_audit(site_dir, raw["device"]["capability"],
-                                                     params["venv_audit_exempt"])
+                # What each GPU library links is held to this host: the toolkit CUDA_HOME names, the loader's
+                # directories, the venv's torch and nvidia-* wheels.
+                links = elf_links.HostLinks((params["env"] or {}).get("CUDA_HOME"), site_dir)
+                venv_result = gpu_audit.venv_audit(site_dir, raw["device"]["capability"],
+                                                     params["venv_audit_exempt"], links)
             except (fatbin.FatbinError, OSError) as exc:
                 venv_result = {"verdict": None, "error": str(exc), "packages": {}, "failures": [],
                                "target": raw["device"]["capability"]}
             venv_result["seconds"] = round(time.time() - started, 2)
         return audit, venv_result
+
+    def smoke_tests(self, raw, env):
+        """The smoke test of every package of ``smoke_matrix`` installed in the venv (a distribution of that name in
+        site-packages), each run once with the venv's Python; skipped, saying why, where torch sees no GPU."""
+        matrix = self.params["smoke_matrix"] or {}
+        if not matrix or not raw.get("torch_lib_dir"):
+            return []
+        site_dir = os.path.dirname(os.path.dirname(raw["torch_lib_dir"]))
+        installed = set(gpu_audit.canonical(name) for name in gpu_audit.record_distributions(site_dir))
+        results = []
+        for name in sorted(matrix):
+            spec = (matrix[name] or {}).get("smoke")
+            if not spec or gpu_audit.canonical(name) not in installed:
+                continue
+            try:
+                spec = smoke.validate(name, spec)
+            except smoke.SmokeError as exc:
+                results.append({"package": name, "op": "-", "status": "failed", "error": str(exc), "reason": ""})
+                continue
+            # The module's system runs argv without an environment of its own: the test gets verify's env.
+            results.append(smoke.run(LocalSystem(), self.params["python"], name, spec, env))
+        return results
 
     def run(self):
         """(result, failure): the module's result, and the message to fail with (None when it passes)."""
@@ -182,8 +209,17 @@ class VerifyJob:
                 report["failures"] = report["failures"] + venv_result["failures"]
                 report["failed_checks"] = report["failed_checks"] + ["venv_audit"]
                 report["passed"] = False
-                report["summary"] += "; %d package(s) in the venv without code for this GPU" % len(
+                report["summary"] += "; %d package(s) in the venv without code for this GPU or unable to load" % len(
                     venv_result["failures"])
+        smoke_results = self.smoke_tests(raw, env) if not self.check_mode else []
+        if smoke_results:
+            report["smoke"] = smoke_results
+            failed = [smoke.message(r) for r in smoke_results if r["status"] == "failed"]
+            if failed:
+                report["failures"] = report["failures"] + failed
+                report["failed_checks"] = report["failed_checks"] + ["smoke"]
+                report["passed"] = False
+                report["summary"] += "; %d package smoke test(s) failed" % len(failed)
         if self.check_mode:
             report["failures"] = [f for f in report["failures"] if raw.get("status") != "ok"]
             report["summary"] = "check mode: versions and device only"
@@ -219,6 +255,7 @@ class VerifyJob:
             per_gpu=per_gpu,
             collectives=collectives,
             acceptance=report.get("acceptance"),
+            smoke=smoke_results,
         )
         failure = None
         if not self.check_mode and params["fail_on_failure"] and not report["passed"]:

@@ -20,6 +20,7 @@ import zipfile
 
 import pytest
 
+from ansible_collections.sparkforge.stack.plugins.module_utils.build import gpu_audit as ga
 from ansible_collections.sparkforge.stack.plugins.module_utils.build import heavy_build as hb
 from ansible_collections.sparkforge.stack.plugins.module_utils.packages import ml_packages as mp
 
@@ -31,7 +32,7 @@ from helpers import load_manifest  # noqa: E402
 
 NVCC = os.environ.get("SPARKFORGE_NVCC", "/usr/local/cuda/bin/nvcc")
 needs_nvcc = pytest.mark.skipif(not os.access(NVCC, os.X_OK), reason="CUDA's nvcc is not installed at " + NVCC)
-HEAVY = ("xformers", "flash-attn", "causal-conv1d")
+HEAVY = ("xformers", "flash-attn", "causal-conv1d", "deepspeed")
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +54,8 @@ def test_every_heavy_package_has_complete_facts(matrix):
     for name in HEAVY:
         gb = hb.validate_gpu_build(name, matrix[name]["gpu_build"])
         assert any(spec["name"] == "TORCH_CUDA_ARCH_LIST" for spec in gb["arch_env"]), name
-        assert gb["checked"] and all("setup.py" in c or "cpp_extension" in c for c in gb["checked"]), name
+        assert gb["checked"] and all(any(w in c for w in ("setup.py", "cpp_extension", "op_builder"))
+                                     for c in gb["checked"]), name
         # The job count must be the plan's, never a hard-coded one in the entry's plain env.
         assert "MAX_JOBS" not in (matrix[name].get("source") or {}).get("env", {}), name
 
@@ -68,6 +70,22 @@ def test_build_env_per_package_on_spark_and_gh200(matrix):
     assert env == {"TORCH_CUDA_ARCH_LIST": "9.0", "CAUSAL_CONV1D_FORCE_BUILD": "TRUE", "MAX_JOBS": "72"}
     env = hb.build_env("xformers", matrix["xformers"]["gpu_build"], "9.0;12.1", 20, 12.0)[0]
     assert env == {"TORCH_CUDA_ARCH_LIST": "9.0;12.1", "FORCE_CUDA": "1", "MAX_JOBS": "1"}
+
+
+def test_deepspeed_builds_the_plans_list_once_per_class(matrix):
+    """deepspeed is a gpu_build: its op builders read TORCH_CUDA_ARCH_LIST, DS_ACCELERATOR=cuda keeps the CUDA ops on
+    a builder without a GPU, and the audit holds it to exactly the list."""
+    gb = matrix["deepspeed"]["gpu_build"]
+    env = hb.build_env("deepspeed", gb, "9.0", 16, 126.0)[0]
+    assert env == {"TORCH_CUDA_ARCH_LIST": "9.0", "DS_ACCELERATOR": "cuda", "MAX_JOBS": "16", "DS_NVCC_THREADS": "4"}
+    assert ga.requested_targets(gb, env)["honoured"] is True
+    with pytest.raises(hb.HeavyBuildError, match=r"deepspeed reads TORCH_CUDA_ARCH_LIST as numbers only \(no a/f "
+                       r"variants\): deepspeed cannot be built for 9.0a; give the plain architecture"):
+        hb.build_env("deepspeed", gb, "8.0;9.0a", 16, 126.0)
+    # Its op selection is data in the entry's env: every op by default, those needing extra libraries left out.
+    ops = matrix["deepspeed"]["source"]["env"]
+    assert ops["DS_BUILD_OPS"] == "1" and all(ops[v] == "0" for v in ("DS_BUILD_SPARSE_ATTN", "DS_BUILD_EVOFORMER_ATTN",
+                                                                       "DS_BUILD_CUTLASS_OPS", "DS_BUILD_GDS"))
 
 
 def test_flash_attn_has_no_target_for_thor(matrix):
@@ -183,7 +201,7 @@ def _wheel(tmp_path, name, gencodes):
     (["-gencode", "arch=compute_90a,code=sm_90a"], ["12.1"], False, {"12.1": "unsupported"}, "holds SASS sm_90a"),
 ])
 def test_audit_wheel_verdicts(tmp_path, gencodes, targets, ok, verdicts, message):
-    result = hb.audit_wheel(_wheel(tmp_path, "pkg", gencodes), targets, "pkg")
+    result = ga.audit_wheel(_wheel(tmp_path, "pkg", gencodes), targets, "pkg")
     assert result["ok"] is ok
     assert [lib["verdicts"] for lib in result["libraries"]] == [verdicts]
     assert result["libraries"][0]["path"] == "pkg/_ext.cpython-311-x86_64-linux-gnu.so"
@@ -192,13 +210,77 @@ def test_audit_wheel_verdicts(tmp_path, gencodes, targets, ok, verdicts, message
         assert result["message"].startswith("pkg: refused by the arch audit of pkg-1.0-cp311")
 
 
+@pytest.fixture(scope="module")
+def sm80_sm90_wheel(tmp_path_factory):
+    """One nvcc build shared by the request tests: SASS sm_80 and sm_90, no PTX."""
+    return _wheel(tmp_path_factory.mktemp("req"), "pkg", ["-gencode", "arch=compute_80,code=sm_80",
+                                                           "-gencode", "arch=compute_90,code=sm_90"])
+
+
+TORCH_LIST = {"arch_env": [{"name": "TORCH_CUDA_ARCH_LIST", "form": "torch"}]}
+
+
+@needs_nvcc
+@pytest.mark.parametrize("asked, honoured, ok, missing, extra, message", [
+    # The build ignored the list: reported, and refused only where the entry says the list is honoured.
+    ("9.0", False, True, [], ["sm_80"], "holds sm_80, not asked by TORCH_CUDA_ARCH_LIST=9.0: the build ignored "
+                                        "TORCH_CUDA_ARCH_LIST"),
+    ("9.0", True, False, [], ["sm_80"], "(gpu_build.arch_list_honoured is true)"),
+    # Runs on 9.0, but 12.1 was asked too (a fleet's other class): refused, naming the missing target.
+    ("8.0;9.0;12.1", False, False, ["sm_121"], [], "lacks sm_121, asked by TORCH_CUDA_ARCH_LIST=8.0;9.0;12.1 "
+                                                   "(it holds SASS sm_80,sm_90, PTX none)"),
+    ("8.0;9.0+PTX", False, False, ["compute_90"], [], "lacks compute_90"),
+    # An arch-specific request needs the 'a' build.
+    ("8.0;9.0a", False, False, ["sm_90a"], ["sm_90"], "lacks sm_90a"),
+])
+def test_audit_wheel_holds_the_build_to_the_requested_list(sm80_sm90_wheel, asked, honoured, ok, missing, extra,
+                                                           message):
+    gpu_build = dict(TORCH_LIST, arch_list_honoured=honoured)
+    result = ga.audit_wheel(sm80_sm90_wheel, ["9.0"], "pkg", {"TORCH_CUDA_ARCH_LIST": asked}, gpu_build)
+    assert result["ok"] is ok, result
+    lib = result["libraries"][0]
+    assert (lib["missing"], lib["extra"], lib["verdicts"]) == (missing, extra, {"9.0": "native"})
+    assert message in result["message"]
+
+
+def test_requested_targets_per_form(matrix):
+    flash = matrix["flash-attn"]["gpu_build"]
+    env = hb.build_env("flash-attn", flash, "12.1", 8, 64.0)[0]
+    # flash-attn's kernels follow FLASH_ATTN_CUDA_ARCHS (torch drops TORCH_CUDA_ARCH_LIST): sm_120 runs on 12.1.
+    assert ga.requested_targets(flash, env) == {"variable": "FLASH_ATTN_CUDA_ARCHS", "value": "120",
+                                                "sass": ["sm_120"], "ptx": [], "honoured": False}
+    conv = matrix["causal-conv1d"]["gpu_build"]
+    got = ga.requested_targets(conv, {"TORCH_CUDA_ARCH_LIST": "9.0;12.1+PTX"})
+    assert got == {"variable": "TORCH_CUDA_ARCH_LIST", "value": "9.0;12.1+PTX", "sass": ["sm_90", "sm_121"],
+                   "ptx": ["compute_121"], "honoured": True}
+    with pytest.raises(hb.HeavyBuildError, match=r"x: gpu_build.audit_env 'NOPE' is not one of its arch_env variables"):
+        hb.validate_gpu_build("x", dict(conv, audit_env="NOPE"))
+    with pytest.raises(hb.HeavyBuildError, match="arch_list_honoured must be true or false, got 'yes'"):
+        hb.validate_gpu_build("x", dict(conv, arch_list_honoured="yes"))
+
+
+def test_toolkit_env_puts_cuda_bin_first_once():
+    env = hb.toolkit_env({"CUDA_HOME": "/opt/cuda", "PATH": "/usr/bin:/opt/cuda/bin:/bin"})
+    assert env["PATH"] == "/opt/cuda/bin:/usr/bin:/bin"
+    assert hb.toolkit_env({"CUDA_HOME": "/opt/cuda"}, base_path="/usr/bin")["PATH"] == "/opt/cuda/bin:/usr/bin"
+    assert "PATH" not in hb.toolkit_env({"X": "1"})
+
+
 @pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler")
-def test_audit_wheel_without_gpu_code_is_refused(tmp_path):
-    result = hb.audit_wheel(_wheel(tmp_path, "pkg", None), ["9.0"], "pkg")
-    assert not result["ok"] and "holds no shared object with GPU code (the build compiled no CUDA kernels" \
+def test_audit_wheel_without_gpu_code_is_refused_with_the_likely_cause(tmp_path):
+    wheel = _wheel(tmp_path, "pkg", None)
+    result = ga.audit_wheel(wheel, ["9.0"], "pkg", {"PATH": str(tmp_path)}, {"force_build": {"FORCE_CUDA": "1"}})
+    assert not result["ok"] and "holds no shared object with GPU code (the build compiled no CUDA kernels)" \
         in result["message"]
+    assert "nvcc was not found on the build's PATH (%s)" % tmp_path in result["message"]
+    if os.access(NVCC, os.X_OK):
+        env = hb.toolkit_env({"CUDA_HOME": os.path.dirname(os.path.dirname(NVCC)), "PATH": str(tmp_path)})
+        found = ga.audit_wheel(wheel, ["9.0"], "pkg", env, {"force_build": {"FORCE_CUDA": "1"}})["message"]
+        assert "nvcc was found (%s) and the entry's force-build variable(s) FORCE_CUDA=1 were set" % NVCC in found
+        unset = ga.audit_wheel(wheel, ["9.0"], "pkg", env, {})["message"]
+        assert "the entry sets no force-build variable" in unset and "gpu_build.force_build" in unset
     with pytest.raises(hb.HeavyBuildError, match="no compute capability to audit"):
-        hb.audit_wheel(_wheel(tmp_path, "pkg", None), [], "pkg")
+        ga.audit_wheel(_wheel(tmp_path, "pkg", None), [], "pkg")
 
 
 def _so(tmp_path, dest, gencodes):
@@ -226,7 +308,7 @@ def test_venv_audit_per_distribution(tmp_path):
         info = site / ("%s-1.0.dist-info" % dist)
         info.mkdir()
         info.joinpath("RECORD").write_text("".join("%s,sha256=x,1\n" % rel for rel, (_g, d) in libs.items() if d == dist))
-    result = hb.venv_audit(str(site), "9.0")
+    result = ga.venv_audit(str(site), "9.0")
     verdicts = dict((name, slot["verdict"]) for name, slot in result["packages"].items())
     assert verdicts == {"goodpkg": "native", "multi": "native", "oldpkg": "unsupported", "ptxpkg": "jit",
                         "(no RECORD: loose)": "native"}
@@ -235,7 +317,7 @@ def test_venv_audit_per_distribution(tmp_path):
         "oldpkg has no code for compute capability 9.0: oldpkg/_k.so (SASS sm_80, PTX none)"]
     assert result["notes"] == ["ptxpkg runs on 9.0 only through the driver's PTX JIT"]
     assert result["verdict"] == "unsupported"
-    exempted = hb.venv_audit(str(site), "9.0", exempt={"OldPkg": "kernels outside fat binaries"})
+    exempted = ga.venv_audit(str(site), "9.0", exempt={"OldPkg": "kernels outside fat binaries"})
     assert exempted["failures"] == [] and exempted["packages"]["oldpkg"]["exempt"] == "kernels outside fat binaries"
     assert "oldpkg is unsupported on 9.0 by its fat binaries, exempt: kernels outside fat binaries" in exempted["notes"]
 

@@ -5,6 +5,7 @@ The venv's torch must be byte-identical afterwards; packages that need another t
 fail on their own while the others install.
 """
 
+import copy
 import hashlib
 import json
 import os
@@ -271,6 +272,19 @@ def test_gpu_source_build_is_fixed_audited_and_installed(tmp_path, index):
     assert rc == 0 and again["changed"] is False and _rows(again)["sparkforge-cudaext"]["status"] == "present"
     assert again["report"]["packages"] == result["report"]["packages"]
     assert again["report"]["packages"][0]["audit"]["libraries"][0]["verdicts"] == {"9.0": "native"}
+    # The venv keeps how it was built; a plan with another arch list rebuilds it and says why (check mode first).
+    recorded = _rows(result)["sparkforge-cudaext"]["build"]
+    assert recorded["env"] == {"SPARKFORGE_CUDAEXT_FORCE_BUILD": "TRUE", "TORCH_CUDA_ARCH_LIST": "9.0"}
+    assert recorded["torch"] == "2.11.0+sparkforge" and "release 13" in recorded["cuda"]
+    why = "rebuilt: the installed build differs from the plan (TORCH_CUDA_ARCH_LIST 9.0 -> 9.0;12.1)"
+    wider = _cudaext_args(venv, index, cuda_arch_list="9.0;12.1", audit_targets=["9.0"])
+    planned, rc = run_module("ml_packages", wider, check_mode=True)
+    assert rc == 0 and _rows(planned)["sparkforge-cudaext"]["status"] == "would_install", planned
+    assert _rows(planned)["sparkforge-cudaext"]["reason"] == why
+    rebuilt, rc = run_module("ml_packages", wider)
+    row = _rows(rebuilt)["sparkforge-cudaext"]
+    assert rc == 0 and row["status"] == "installed" and row["reason"] == why, row
+    assert row["audit"]["libraries"][0]["sass"] == ["sm_90", "sm_121"]
 
 
 @pytest.mark.skipif(not os.access(NVCC, os.X_OK), reason="CUDA's nvcc is not installed at " + NVCC)
@@ -283,6 +297,58 @@ def test_gpu_wheel_without_code_for_the_host_is_refused_and_not_installed(tmp_pa
     assert rc == 0 and row["status"] == "failed" and result["failed_packages"] == ["sparkforge-cudaext"], result
     assert "refused by the arch audit" in row["reason"] and "holds SASS sm_80, PTX none: nothing runs on 9.0" \
         in row["reason"] and "not installed" in row["reason"]
+    assert _pip_list(py) == before
+
+
+@pytest.mark.skipif(not os.access(NVCC, os.X_OK), reason="CUDA's nvcc is not installed at " + NVCC)
+def test_gpu_wheel_holding_targets_not_asked_is_refused_where_the_list_is_honoured(tmp_path, index):
+    """Without its fix the fixture compiles its own sm_75/sm_80 pairs and ignores TORCH_CUDA_ARCH_LIST: sm_80 runs
+    on the 8.0 host, but sm_75 was not asked, and the entry says the list is honoured: refused, nothing installed."""
+    venv = str(tmp_path / "venv")
+    py = _gpu_venv(venv, index)
+    before = _pip_list(py)
+    entry = copy.deepcopy(CUDAEXT)
+    entry["gpu_build"].update(fixes=[], arch_list_honoured=True)
+    args = _cudaext_args(venv, index, cuda_arch_list="8.0", audit_targets=["8.0"], matrix={"sparkforge-cudaext": entry})
+    result, rc = run_module("ml_packages", args)
+    row = _rows(result)["sparkforge-cudaext"]
+    assert rc == 0 and row["status"] == "failed", result
+    lib = row["audit"]["libraries"][0]
+    assert (lib["sass"], lib["extra"], lib["missing"], lib["verdicts"]) == (["sm_75", "sm_80"], ["sm_75"], [],
+                                                                             {"8.0": "native"})
+    assert ("holds sm_75, not asked by TORCH_CUDA_ARCH_LIST=8.0: the build ignored TORCH_CUDA_ARCH_LIST "
+            "(gpu_build.arch_list_honoured is true); not installed") in row["reason"]
+    assert _pip_list(py) == before
+
+
+@pytest.mark.skipif(not os.access(NVCC, os.X_OK), reason="CUDA's nvcc is not installed at " + NVCC)
+def test_prebuilt_gpu_wheel_linked_to_another_cuda_is_refused_and_not_installed(tmp_path, index):
+    """A prebuilt GPU wheel (method wheel) is downloaded and audited before pip installs it: its kernel library
+    (real sm_90 code) needs libcudart.so.12 and this host has CUDA 13 only."""
+    from wheelmaker import build_wheel
+
+    (tmp_path / "k.cu").write_text("__global__ void k(float *a) { a[threadIdx.x] *= 2.0f; }\n")
+    (tmp_path / "stub.c").write_text("int cudaRuntimeGetVersion(int *v) { *v = 12080; return 0; }\n")
+    subprocess.run([NVCC, "-c", "-Xcompiler", "-fPIC", "-gencode", "arch=compute_90,code=sm_90", "-o",
+                    str(tmp_path / "k.o"), str(tmp_path / "k.cu")], check=True)
+    subprocess.run(["gcc", "-shared", "-fPIC", "-Wl,-soname,libcudart.so.12", "-o", str(tmp_path / "libcudart.so.12"),
+                    str(tmp_path / "stub.c")], check=True)
+    subprocess.run(["gcc", "-shared", "-o", str(tmp_path / "k.so"), str(tmp_path / "k.o"), "-Wl,--no-as-needed",
+                    "-L", str(tmp_path), "-l:libcudart.so.12"], check=True)
+    links = str(tmp_path / "links")
+    build_wheel(links, "sparkforge-gpuwheel", "1.0", {"sparkforge_gpuwheel/__init__.py": "",
+                                                       "sparkforge_gpuwheel/_k.so": (tmp_path / "k.so").read_bytes()})
+    venv = str(tmp_path / "venv")
+    py = _venv(venv, index["custom_torch"])
+    before = _pip_list(py)
+    entry = {"optional": True, "gpu_wheel": True, "methods": [{"method": "wheel"}]}
+    result, rc = run_module("ml_packages", _args(venv, index, ["sparkforge-gpuwheel"], pins={}, find_links=[links],
+                                                 matrix={"sparkforge-gpuwheel": entry}, audit_targets=["9.0"]))
+    row = _rows(result)["sparkforge-gpuwheel"]
+    assert rc == 0 and row["status"] == "failed", result
+    assert ("refused by the audit of the prebuilt sparkforge_gpuwheel-1.0-py3-none-any.whl: sparkforge_gpuwheel/_k.so "
+            "needs libcudart.so.12, which this host does not have") in row["reason"] and "not installed" in row["reason"]
+    assert row["audit"]["libraries"][0]["verdicts"] == {"9.0": "native"}
     assert _pip_list(py) == before
 
 
