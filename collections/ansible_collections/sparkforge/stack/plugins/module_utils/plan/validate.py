@@ -124,6 +124,8 @@ RULES = {
     "sparkforge_rollback_to": {"kind": "generation", "empty": True},
     "fleet_rollback_to": {"kind": "generation", "empty": True},
     "cluster_fabric_subnet": {"kind": "cidr", "empty": True},
+    # fabric_netplan's apply_command: empty skips applying (a host whose netplan is applied otherwise).
+    "cluster_fabric_apply_command": {"empty": True},
     "cluster_fabric_mtu": {"min": 576, "max": 65520},
     "sparkforge_fabric_mtu": {"min": 576, "max": 65520},
     # As fabric_netplan's confirm_timeout: 0 is "no timer" (test_validate_schemas.py compares the two).
@@ -624,5 +626,27 @@ def mark_defaults(specs, defaults):
                 spec["null"] = True
             elif isinstance(default, (str, list, dict)) and not default:
                 spec["empty"] = True
+            elif isinstance(default, str) and "{{" in default and default_may_be_empty(default, defaults):
+                spec["empty"] = True
         out[name] = spec
     return out
+
+
+# A template default that renders empty when what it reads is unset ("{{ x | default('') }}").
+EMPTY_FALLBACK = re.compile(r"default\(\s*(''|\"\"|\[\]|\{\})\s*(,\s*(true|True))?\s*\)", re.ASCII)
+FORWARD = re.compile(r"^\{\{\s*([A-Za-z0-9_]+)\s*\}\}$", re.ASCII)
+
+
+def default_may_be_empty(default, defaults):
+    """A role default that is a template: empty is one of its documented values when it falls back to empty, or
+    when it forwards a variable (``{{ sparkforge_x }}``) whose own default or rule allows empty."""
+    if EMPTY_FALLBACK.search(default):
+        return True
+    match = FORWARD.match(default.strip())
+    if not match:
+        return False
+    target = match.group(1)
+    if RULES.get(target, {}).get("empty"):
+        return True
+    value = defaults.get(target)
+    return isinstance(value, (str, list, dict)) and not value

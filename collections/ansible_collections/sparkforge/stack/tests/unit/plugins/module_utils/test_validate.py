@@ -241,3 +241,21 @@ def test_names_set_reads_what_roles_set():
 def test_protected_dirs_are_the_collection_and_its_checkout():
     assert PROTECTED == [(os.path.normpath(COLLECTION), ()), (CHECKOUT, ("reports", ".sparkforge-cluster-keys"))]
     assert validate.protected_dirs("/elsewhere/stack") == [("/elsewhere/stack", ())]
+
+
+def test_an_empty_value_a_role_default_can_render_is_accepted_and_one_it_cannot_is_refused():
+    """A role default that is a template which falls back to empty (cluster_fabric_interface's
+    ``{{ sparkforge_fabric_interface | default('') }}``), or forwards a variable whose rule allows empty
+    (runtime_env_cuda_arch_list's ``{{ sparkforge_cuda_arch_list }}``), documents empty as one of its values: the
+    same value given by a user (cluster.yml's play holds these roles' defaults) is accepted. A template that
+    forwards a non-empty value (pytorch_venv's ``{{ sparkforge_venv }}``) does not."""
+    for name in ("cluster_fabric_interface", "cluster_fabric_address", "runtime_env_cuda_arch_list"):
+        values, errors = validate.check({name: ""}, SPECS)
+        assert errors == [] and values[name] == "", (name, errors)
+    values, errors = validate.check({"cluster_fabric_apply_command": []}, SPECS)
+    assert errors == [] and values["cluster_fabric_apply_command"] == []
+    _values, errors = validate.check({"pytorch_venv": ""}, SPECS)
+    assert [e["variable"] for e in errors] == ["pytorch_venv"]
+    assert validate.default_may_be_empty("{{ x | default('', true) }}", {})
+    assert not validate.default_may_be_empty("{{ x | default('/opt/x') }}", {})
+    assert validate.default_may_be_empty("{{ x }}", {"x": []})
