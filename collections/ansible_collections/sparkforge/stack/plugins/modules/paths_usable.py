@@ -44,6 +44,13 @@ options:
         type: str
         choices: [dir, file]
         default: dir
+      protect:
+        description:
+          - Whether the C(collection_dir) rule applies to this path. C(false) for a default the run resolves
+            itself where the user chose it by where they run (the reports directory in the directory
+            ansible-playbook runs in); a path a user sets is always checked.
+        type: bool
+        default: true
   collection_dir:
     description:
       - The collection's directory on the controller; no path may lead inside it or the checkout it belongs to
@@ -93,6 +100,7 @@ def main():
                 variable=dict(type="str", required=True),
                 path=dict(type="str", default=""),
                 kind=dict(type="str", choices=["dir", "file"], default="dir"),
+                protect=dict(type="bool", default=True),
             )),
             collection_dir=dict(type="str", default=""),
         ),

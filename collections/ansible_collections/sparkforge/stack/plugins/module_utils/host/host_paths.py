@@ -73,10 +73,12 @@ def path_problem(variable, path, kind="dir", protected=()):
 
 
 def paths_problems(entries, protected=()):
-    """[message] for entries [{variable, path, kind}] (empty paths are not used, so not checked)."""
+    """[message] for entries [{variable, path, kind, protect}] (empty paths are not used, so not checked; an entry
+    with protect false is not held to ``protected``)."""
     out = []
     for entry in entries:
-        message = path_problem(entry["variable"], entry.get("path") or "", entry.get("kind") or "dir", protected)
+        message = path_problem(entry["variable"], entry.get("path") or "", entry.get("kind") or "dir",
+                               protected if entry.get("protect", True) else ())
         if message:
             out.append(message)
     return out

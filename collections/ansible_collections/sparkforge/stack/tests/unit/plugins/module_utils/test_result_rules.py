@@ -9,6 +9,7 @@ import os
 
 import pytest
 
+from ansible_collections.sparkforge.stack.plugins.module_utils._common import path_rules
 from ansible_collections.sparkforge.stack.plugins.module_utils.host import host_paths, platforms
 from ansible_collections.sparkforge.stack.plugins.module_utils.packages import pip_env
 from ansible_collections.sparkforge.stack.plugins.module_utils.build import torch_build as tb
@@ -83,6 +84,20 @@ def test_paths(tmp_path):
         % (tmp_path, tmp_path)]
     with pytest.raises(ValueError):
         host_paths.path_problem("v", "/x", "socket")
+
+
+def test_a_default_resolved_where_the_user_runs_is_not_held_to_the_checkout_rule(tmp_path):
+    """The reports directory's default is the directory ansible-playbook runs in (a molecule scenario's inside a
+    checkout): protect false exempts it from the checkout rule; the same path set by a user is refused."""
+    checkout = tmp_path / "checkout"
+    (checkout / "collections" / "ansible_collections" / "sparkforge" / "stack").mkdir(parents=True)
+    (checkout / "ansible.cfg").write_text("")
+    protected = path_rules.protected_dirs(str(checkout / "collections" / "ansible_collections" / "sparkforge" / "stack"))
+    inside = str(checkout / "molecule" / "default" / "reports")
+    assert host_paths.paths_problems([{"variable": "the default reports directory", "path": inside,
+                                       "protect": False}], protected) == []
+    refused = host_paths.paths_problems([{"variable": "sparkforge_fleet_report_dir", "path": inside}], protected)
+    assert len(refused) == 1 and "sparkforge_fleet_report_dir" in refused[0] and "is inside" in refused[0]
 
 
 def test_the_cuda_distro_by_major_version():
