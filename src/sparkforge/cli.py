@@ -252,7 +252,8 @@ def build_parser():
         p.add_argument("-q", "--quiet", action="store_true", help="no progress display")
         p.add_argument("-v", "--verbose", action="count", default=0,
                        help="show every host result; -vv.. also raise ansible's verbosity")
-        p.add_argument("--timeout", type=int, help="stop the run after this many seconds")
+        p.add_argument("--timeout", type=versions.bounded(int, 1, 7 * 24 * 3600),
+                       help="stop the run after this many seconds (1 to 604800)")
         p.add_argument("--keep-artifacts", action="store_true",
                        help="keep ansible-runner's private data dir (events, stdout) and print its path")
 
@@ -354,6 +355,8 @@ def main(argv=None, stdout=None, stderr=None):
         elif args.command == "cluster":
             if args.group:
                 kwargs["extravars"] = list(kwargs["extravars"]) + ["cluster_group=%s" % args.group]
+                # A group that matches no host would leave the play empty and the run "successful".
+                kwargs["envvars"] = {"ANSIBLE_HOST_PATTERN_MISMATCH": "error"}
             kwargs["playbook"] = kwargs["playbook"] or os.path.join("playbooks", "cluster.yml")
             result = api.run_playbook("cluster", inventory, check=args.check, **kwargs)
         else:
