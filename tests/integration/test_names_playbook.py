@@ -2,6 +2,7 @@
 (docs/bad-inputs.md, class G): one run carries every bad name at once; the CLI's numbers have ranges."""
 
 import os
+import re
 import subprocess
 import sys
 
@@ -84,3 +85,45 @@ def test_every_number_of_the_cli_has_a_range(argv, message):
                           stderr=subprocess.STDOUT, universal_newlines=True, timeout=60, check=False)
     assert proc.returncode == 4, proc.stdout
     assert message in proc.stdout
+
+
+def test_scripts_spark_from_a_site_directory_reads_the_site_inventory_and_vars(tmp_path):
+    """`<checkout>/scripts/spark --check -i inventory.yml -e @site.yml` from a site directory: -i and -e @file are
+    the caller's files (the checkout's own inventory/hosts.yml, this machine, is not read), the checkout's
+    ansible.cfg and collection are used, nothing changes. And `ansible-playbook <checkout>/playbooks/spark.yml`
+    from that directory, with no ansible.cfg, finds the collection (playbooks/collections) and reaches
+    preflight's checks."""
+    from helpers import setup_keeps, user_checkout, user_env
+    reason = setup_keeps(sys.prefix)
+    if reason:
+        pytest.fail(reason)  # scripts/setup would build the tests' own venv again through the checkout's .venv
+    host = make_host(tmp_path, None, "index", torch=False, venv=False, components=TORCH_ONLY)
+    checkout = user_checkout(tmp_path)
+    for name in ("scripts", "pyproject.toml"):
+        os.symlink(os.path.join(REPO, name), os.path.join(checkout, name))
+    with open(os.path.join(checkout, "inventory", "hosts.yml"), "w") as handle:
+        yaml.safe_dump({"all": {"hosts": {"the_checkouts_own_host": {"ansible_connection": "local"}}}}, handle)
+    site = tmp_path / "site"
+    site.mkdir()
+    os.rename(host["inventory"], str(site / "inventory.yml"))
+    (site / "site.yml").write_text("sparkforge_components: [pytorch]\n")
+    env = dict((k, v) for k, v in user_env(checkout).items() if not k.startswith("PIP_"))
+    env.update(PIP_CONFIG_FILE=os.devnull, PIP_NO_INDEX="1", PIP_DISABLE_PIP_VERSION_CHECK="1",
+               ANSIBLE_LOCAL_TEMP=str(tmp_path / "ansible-tmp"))
+    before = snapshot(*watched(host))
+    line = "%s/scripts/spark --check --tags preflight -i inventory.yml -e @site.yml" % checkout
+    proc = subprocess.run(["bash", "-c", line], cwd=str(site), env=env, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, universal_newlines=True, timeout=300, check=False)
+    out = proc.stdout
+    assert proc.returncode == 0, out[-4000:]
+    assert "the_checkouts_own_host" not in out
+    assert re.search(r"localhost\s+: ok=\d+\s+changed=0\s+unreachable=0\s+failed=0", out), out[-4000:]
+    assert re.search(r"\bpytorch\s+install\b", out), out[-4000:]
+    assert snapshot(*watched(host)) == before
+    env.pop("ANSIBLE_CONFIG", None)
+    proc = subprocess.run([os.path.join(BIN, "ansible-playbook"), os.path.join(checkout, "playbooks", "spark.yml"),
+                           "-i", "inventory.yml", "--check", "--tags", "preflght"], cwd=str(site), env=env,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, timeout=120,
+                          check=False)
+    assert proc.returncode == 2, proc.stdout[-3000:]
+    assert "--tags preflght: no play or role of the collection has this tag" in proc.stdout, proc.stdout[-3000:]
