@@ -124,9 +124,9 @@ def stray_var_files(directories, hosts, groups):
                 elif ending not in VAR_FILE_ENDINGS:
                     continue  # Ansible does not read it (a README)
                 if stem not in known:
+                    path = os.path.join(folder, entry)
                     errors.append("%s: no %s of the inventory is named %r, so this file is never loaded; "
-                                  "rename it to one of: %s" % (os.path.join(folder, entry), what, stem,
-                                                                closest(stem, known)))
+                                  "rename it to one of: %s" % (path, what, stem, closest(stem, known)))
     return errors
 
 
