@@ -125,3 +125,27 @@ def test_scripts_spark_from_a_site_directory_reads_the_site_inventory_and_vars(t
                           check=False)
     assert proc.returncode == 2, proc.stdout[-3000:]
     assert "--tags preflght: no play or role of the collection has this tag" in proc.stdout, proc.stdout[-3000:]
+
+
+def test_every_yaml_file_of_the_repository_has_no_key_twice():
+    """With duplicate_dict_key = error, a task file with a key written twice (a key repeated after a `<<:` merge
+    counts) would stop every run that reaches it: each YAML file Ansible may read loads with Ansible's loader."""
+    env = dict(os.environ, ANSIBLE_DUPLICATE_YAML_DICT_KEY="error", ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"))
+    script = ("import subprocess, sys\n"
+              "from ansible.parsing.dataloader import DataLoader\n"
+              "files = subprocess.run(['git', 'ls-files', '*.yml', '*.yaml'], capture_output=True, text=True,\n"
+              "                       check=True).stdout.split()\n"
+              "bad = []\n"
+              "for name in files:\n"
+              "    try:\n"
+              "        DataLoader().load_from_file(name)\n"
+              "    except Exception as error:\n"
+              "        if 'duplicate' in str(error).lower():\n"
+              "            bad.append('%s: %s' % (name, str(error).splitlines()[0]))\n"
+              "print('%d files' % len(files))\n"
+              "print('\\n'.join(bad))\n"
+              "sys.exit(1 if bad else 0)\n")
+    proc = subprocess.run([sys.executable, "-c", script], cwd=REPO, env=env, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, universal_newlines=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert int(proc.stdout.split()[0]) > 100, proc.stdout[-3000:]
