@@ -30,6 +30,22 @@ import yaml
 from sparkforge import __version__, api, versions
 
 
+def _bounded(kind, low, high):
+    """An argparse type: a number of ``kind`` from ``low`` to ``high``, else an error naming the range
+    (every numeric option of the CLI has one: a negative or zero timeout means nothing)."""
+    def parse(text):
+        try:
+            value = kind(text)
+        except ValueError:
+            kind_name = "whole number" if kind is int else "number"
+            raise argparse.ArgumentTypeError("%r is not a %s" % (text, kind_name)) from None
+        if not low <= value <= high or value != value:
+            raise argparse.ArgumentTypeError("%s is out of range (from %s to %s)" % (text, low, high))
+        return value
+    parse.__name__ = "%s from %s to %s" % (kind.__name__, low, high)
+    return parse
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse exits 2 on a usage error; 2 means "a host failed" here, so use 4."""
 
@@ -252,7 +268,8 @@ def build_parser():
         p.add_argument("-q", "--quiet", action="store_true", help="no progress display")
         p.add_argument("-v", "--verbose", action="count", default=0,
                        help="show every host result; -vv.. also raise ansible's verbosity")
-        p.add_argument("--timeout", type=int, help="stop the run after this many seconds")
+        p.add_argument("--timeout", type=_bounded(int, 1, 7 * 24 * 3600),
+                       help="stop the run after this many seconds (1 to 604800)")
         p.add_argument("--keep-artifacts", action="store_true",
                        help="keep ansible-runner's private data dir (events, stdout) and print its path")
 
@@ -354,6 +371,8 @@ def main(argv=None, stdout=None, stderr=None):
         elif args.command == "cluster":
             if args.group:
                 kwargs["extravars"] = list(kwargs["extravars"]) + ["cluster_group=%s" % args.group]
+                # A group that matches no host would leave the play empty and the run "successful".
+                kwargs["envvars"] = {"ANSIBLE_HOST_PATTERN_MISMATCH": "error"}
             kwargs["playbook"] = kwargs["playbook"] or os.path.join("playbooks", "cluster.yml")
             result = api.run_playbook("cluster", inventory, check=args.check, **kwargs)
         else:

@@ -66,7 +66,8 @@ def protected_dirs(collection_dir):
     (collections/ansible_collections/sparkforge/stack under a directory with ansible.cfg) but its reports/."""
     if not collection_dir:
         return []
-    collection_dir = os.path.normpath(collection_dir)
+    # The real directory: the collection is also reached through <checkout>/playbooks/collections (a link).
+    collection_dir = os.path.realpath(collection_dir)
     out = [(collection_dir, ())]
     checkout = collection_dir
     for part in ("stack", "sparkforge", "ansible_collections", "collections"):

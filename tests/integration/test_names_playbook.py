@@ -1,0 +1,151 @@
+"""Names given to a run that match nothing, and YAML written twice, stop ansible-playbook before any change
+(docs/bad-inputs.md, class G): one run carries every bad name at once; the CLI's numbers have ranges."""
+
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from helpers import REPO
+from test_check_mode_local import BIN, TORCH_ONLY, make_host, snapshot, watched
+from test_validate_playbook import git_status, run_book
+
+
+@pytest.fixture(scope="module")
+def template_venv(tmp_path_factory):
+    """No venv is needed: preflight stops first."""
+    return None
+
+
+def test_names_that_match_nothing_are_refused_in_one_run_before_any_change(tmp_path):
+    """G01 tag, G02 --limit, G03 -e cluster_group, G04 group_vars file, G05 host_vars file, G06 play keyword
+    variable in the inventory: each named with the known names (closest first), exit 2, nothing changed."""
+    host = make_host(tmp_path, None, "index", torch=False, venv=False, components=TORCH_ONLY)
+    with open(host["inventory"]) as handle:
+        data = yaml.safe_load(handle)
+    data["all"]["children"] = {"dgx_spark": {"hosts": {"localhost": None}}}
+    data["all"]["vars"]["sparkforge_serial"] = 2
+    with open(host["inventory"], "w") as handle:
+        yaml.safe_dump(data, handle)
+    (tmp_path / "group_vars").mkdir()
+    (tmp_path / "group_vars" / "dgx-spark.yml").write_text("pytorch_jobs: 4\n")
+    (tmp_path / "host_vars").mkdir()
+    (tmp_path / "host_vars" / "lcalhost.yml").write_text("pytorch_jobs: 4\n")
+    before, status_before = snapshot(*watched(host)), git_status()
+    proc = run_book(host, "playbooks/spark.yml", "--check", "--tags", "preflght", "--limit", "localhost,lcalhost",
+                    "-e", "cluster_group=spraks")
+    out = proc.stdout
+    assert proc.returncode == 2, out[-3000:]
+    rows = {
+        "G01": "--tags preflght: no play or role of the collection has this tag, so it would run nothing; "
+               "known tags: preflight, ",
+        "G02": "--limit: 'lcalhost' matches no host or group of the inventory; known groups: ",
+        "G03": "-e cluster_group: 'spraks' matches no host or group of the inventory; known groups: ",
+        "G04": "%s: no group of the inventory is named 'dgx-spark', so this file is never loaded; rename it to "
+               "one of: dgx_spark, " % (tmp_path / "group_vars" / "dgx-spark.yml"),
+        "G05": "%s: no host of the inventory is named 'lcalhost', so this file is never loaded; rename it to one "
+               "of: localhost" % (tmp_path / "host_vars" / "lcalhost.yml"),
+        "G06": "sparkforge_serial: set in the inventory (host localhost), where the play keyword serial: that "
+               "reads it does not look, so it would be ignored; set it with -e sparkforge_serial=VALUE",
+    }
+    assert "6 name(s) given to the run match nothing, nothing was changed" in out, out[-3000:]
+    for row_id, message in rows.items():
+        assert message in out, (row_id, out[-3000:])
+    assert "Read the host, check it and plan the work" not in out
+    assert snapshot(*watched(host)) == before
+    assert git_status() == status_before
+
+
+@pytest.mark.parametrize("row_id", [pytest.param("G07", id="G07")])
+def test_a_key_written_twice_in_the_inventory_stops_the_run_naming_it(tmp_path, row_id):
+    """G07: the repository's ansible.cfg makes a duplicate YAML key an error, naming the key and the line."""
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text("all:\n  hosts:\n    localhost:\n      pytorch_jobs: 4\n      pytorch_jobs: 8\n")
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"), ANSIBLE_NOCOLOR="1")
+    proc = subprocess.run([os.path.join(BIN, "ansible-playbook"), "playbooks/spark.yml", "-i", str(inventory),
+                           "--check"], cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          universal_newlines=True, timeout=120, check=False)
+    assert proc.returncode == 1, proc.stdout[-3000:]
+    assert "Found duplicate mapping key 'pytorch_jobs'" in proc.stdout
+    assert "Completely failed to parse inventory source %s" % inventory in proc.stdout
+
+
+@pytest.mark.parametrize("argv,message", [
+    pytest.param(["plan", "--timeout", "-1"], "argument --timeout: -1 is out of range (from 1 to 604800)", id="G08"),
+])
+def test_every_number_of_the_cli_has_a_range(argv, message):
+    """G08 (V31: versions --timeout): refused by the parser (exit 4), naming the option and its range."""
+    env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "src"))
+    proc = subprocess.run([sys.executable, "-m", "sparkforge.cli"] + argv, env=env, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, universal_newlines=True, timeout=60, check=False)
+    assert proc.returncode == 4, proc.stdout
+    assert message in proc.stdout
+
+
+def test_scripts_spark_from_a_site_directory_reads_the_site_inventory_and_vars(tmp_path):
+    """`<checkout>/scripts/spark --check -i inventory.yml -e @site.yml` from a site directory: -i and -e @file are
+    the caller's files (the checkout's own inventory/hosts.yml, this machine, is not read), the checkout's
+    ansible.cfg and collection are used, nothing changes. And `ansible-playbook <checkout>/playbooks/spark.yml`
+    from that directory, with no ansible.cfg, finds the collection (playbooks/collections) and reaches
+    preflight's checks."""
+    from helpers import setup_keeps, user_checkout, user_env
+    reason = setup_keeps(sys.prefix)
+    if reason:
+        pytest.fail(reason)  # scripts/setup would build the tests' own venv again through the checkout's .venv
+    host = make_host(tmp_path, None, "index", torch=False, venv=False, components=TORCH_ONLY)
+    checkout = user_checkout(tmp_path)
+    for name in ("scripts", "pyproject.toml"):
+        os.symlink(os.path.join(REPO, name), os.path.join(checkout, name))
+    with open(os.path.join(checkout, "inventory", "hosts.yml"), "w") as handle:
+        yaml.safe_dump({"all": {"hosts": {"the_checkouts_own_host": {"ansible_connection": "local"}}}}, handle)
+    site = tmp_path / "site"
+    site.mkdir()
+    os.rename(host["inventory"], str(site / "inventory.yml"))
+    (site / "site.yml").write_text("sparkforge_components: [pytorch]\n")
+    env = dict((k, v) for k, v in user_env(checkout).items() if not k.startswith("PIP_"))
+    env.update(PIP_CONFIG_FILE=os.devnull, PIP_NO_INDEX="1", PIP_DISABLE_PIP_VERSION_CHECK="1",
+               ANSIBLE_LOCAL_TEMP=str(tmp_path / "ansible-tmp"))
+    before = snapshot(*watched(host))
+    line = "%s/scripts/spark --check --tags preflight -i inventory.yml -e @site.yml" % checkout
+    proc = subprocess.run(["bash", "-c", line], cwd=str(site), env=env, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, universal_newlines=True, timeout=300, check=False)
+    out = proc.stdout
+    assert proc.returncode == 0, out[-4000:]
+    assert "the_checkouts_own_host" not in out
+    assert re.search(r"localhost\s+: ok=\d+\s+changed=0\s+unreachable=0\s+failed=0", out), out[-4000:]
+    assert re.search(r"\bpytorch\s+install\b", out), out[-4000:]
+    assert snapshot(*watched(host)) == before
+    env.pop("ANSIBLE_CONFIG", None)
+    proc = subprocess.run([os.path.join(BIN, "ansible-playbook"), os.path.join(checkout, "playbooks", "spark.yml"),
+                           "-i", "inventory.yml", "--check", "--tags", "preflght"], cwd=str(site), env=env,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, timeout=120,
+                          check=False)
+    assert proc.returncode == 2, proc.stdout[-3000:]
+    assert "--tags preflght: no play or role of the collection has this tag" in proc.stdout, proc.stdout[-3000:]
+
+
+def test_every_yaml_file_of_the_repository_has_no_key_twice():
+    """With duplicate_dict_key = error, a task file with a key written twice (a key repeated after a `<<:` merge
+    counts) would stop every run that reaches it: each YAML file Ansible may read loads with Ansible's loader."""
+    env = dict(os.environ, ANSIBLE_DUPLICATE_YAML_DICT_KEY="error", ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"))
+    script = ("import subprocess, sys\n"
+              "from ansible.parsing.dataloader import DataLoader\n"
+              "files = subprocess.run(['git', 'ls-files', '*.yml', '*.yaml'], capture_output=True, text=True,\n"
+              "                       check=True).stdout.split()\n"
+              "bad = []\n"
+              "for name in files:\n"
+              "    try:\n"
+              "        DataLoader().load_from_file(name)\n"
+              "    except Exception as error:\n"
+              "        if 'duplicate' in str(error).lower():\n"
+              "            bad.append('%s: %s' % (name, str(error).splitlines()[0]))\n"
+              "print('%d files' % len(files))\n"
+              "print('\\n'.join(bad))\n"
+              "sys.exit(1 if bad else 0)\n")
+    proc = subprocess.run([sys.executable, "-c", script], cwd=REPO, env=env, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, universal_newlines=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert int(proc.stdout.split()[0]) > 100, proc.stdout[-3000:]
