@@ -1,0 +1,129 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: sparkforge developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: venv_proof
+short_description: Compare what a venv holds with the host's plan, component by component
+version_added: "0.3.0"
+description:
+  - Runs the venv's own python to list its installed distributions (importlib.metadata, what pip wrote) and to
+    evaluate each planned ML package requirement, then compares them with the plan (sparkforge_plan) for the
+    components the run installs - torch's release and local tag (its CUDA build), torchvision and torchaudio,
+    each required ML package the profile installs.
+  - Reads only; changes nothing. A host is C(provisioned) only when RV(differences) is empty.
+author:
+  - sparkforge developers (@sparkforge)
+options:
+  venv:
+    description: The virtual environment (the one the roles installed into).
+    type: path
+    required: true
+  plan:
+    description: The host's plan, as preflight made it (sparkforge_plan).
+    type: dict
+    required: true
+  components:
+    description: The components this run installs (sparkforge_components).
+    type: list
+    elements: str
+    required: true
+  cuda_major:
+    description: The host's CUDA major version (what a source or wheelhouse torch is built against).
+    type: int
+    default: 13
+attributes:
+  check_mode:
+    support: full
+    details: Reads only, in either mode.
+  diff_mode:
+    support: none
+"""
+
+EXAMPLES = r"""
+- name: Prove the host holds what its plan says
+  sparkforge.stack.venv_proof:
+    venv: /opt/sparkforge/venv
+    plan: "{{ sparkforge_plan }}"
+    components: "{{ sparkforge_components }}"
+  register: proof
+
+- name: Say what differs
+  ansible.builtin.debug:
+    msg: "{{ proof.differences | map(attribute='words') | list }}"
+"""
+
+RETURN = r"""
+proven:
+  description: True when the venv holds what the plan says, for every component of the run.
+  returned: success
+  type: bool
+state:
+  description: C(provisioned) when proven, else C(partial).
+  returned: success
+  type: str
+error:
+  description: What differs, per component (C(ml_packages - tokenizers not installed, plan tokenizers==0.21.0)); null when proven.
+  returned: success
+  type: str
+differences:
+  description: One entry per difference.
+  returned: success
+  type: list
+  elements: dict
+  contains:
+    component: {description: The component that installs it., type: str}
+    package: {description: The distribution., type: str}
+    planned: {description: What the plan says (version or requirement)., type: str}
+    installed: {description: The installed version (null - not installed)., type: str}
+    words: {description: The difference in a sentence., type: str}
+installed:
+  description: Canonical distribution name to version, as the venv's python lists them.
+  returned: success
+  type: dict
+"""
+
+import json
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.sparkforge.stack.plugins.module_utils.fleet import proof
+
+ARGUMENT_SPEC = dict(
+    venv=dict(type="path", required=True),
+    plan=dict(type="dict", required=True),
+    components=dict(type="list", elements="str", required=True),
+    cuda_major=dict(type="int", default=13),
+)
+
+
+def main():
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    params = module.params
+    want = proof.expected(params["plan"], params["components"], params["cuda_major"])
+    python = os.path.join(params["venv"], "bin", "python")
+    if not os.path.exists(python):
+        found = {"dists": {}, "satisfied": {}}
+    else:
+        # -I: the venv's own site-packages only (no PYTHONPATH, no user site).
+        rc, out, err = module.run_command([python, "-I", "-c", proof.PROBE, json.dumps(proof.requirements(want))])
+        if rc != 0:
+            module.fail_json(msg="%s could not list its distributions (rc %s): %s" % (python, rc, (err or out)[-2000:]))
+        try:
+            found = proof.parse_probe(out)
+        except ValueError as exc:
+            module.fail_json(msg="%s: %s" % (python, exc))
+    diffs = proof.differences(want, found)
+    state, error = proof.state_of(diffs)
+    module.exit_json(changed=False, proven=not diffs, state=state, error=error, differences=diffs,
+                     installed=found["dists"])
+
+
+if __name__ == "__main__":
+    main()
