@@ -34,6 +34,12 @@ options:
     type: list
     elements: str
     required: true
+  ml_packages:
+    description:
+      - The rows the ML packages role resolved in this run (its C(packages) result - name, requirement, optional,
+        method, status), compared instead of the plan's list; a skipped or optional row is not compared.
+    type: list
+    elements: dict
   cuda_major:
     description: The host's CUDA major version (what a source or wheelhouse torch is built against).
     type: int
@@ -100,13 +106,14 @@ ARGUMENT_SPEC = dict(
     plan=dict(type="dict", required=True),
     components=dict(type="list", elements="str", required=True),
     cuda_major=dict(type="int", default=13),
+    ml_packages=dict(type="list", elements="dict"),
 )
 
 
 def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     params = module.params
-    want = proof.expected(params["plan"], params["components"], params["cuda_major"])
+    want = proof.expected(params["plan"], params["components"], params["cuda_major"], params["ml_packages"])
     python = os.path.join(params["venv"], "bin", "python")
     if not os.path.exists(python):
         found = {"dists": {}, "satisfied": {}}

@@ -59,8 +59,12 @@ def requirement_name(text):
     return canonical(re.split(r"[<>=!~;\[ @]", text.strip(), 1)[0])
 
 
-def expected(plan, components, cuda_major=13):
-    """What the plan says the venv holds after a run of ``components``: {torch, domains, ml_packages}."""
+def expected(plan, components, cuda_major=13, ml_packages=None):
+    """What the plan says the venv holds after a run of ``components``: {torch, domains, ml_packages}.
+
+    ``ml_packages``: the rows the ML packages role resolved from its own inputs in this run (its result
+    table), taken instead of the plan's list when given: the role's inputs (an explicit package list) may
+    name other packages than the plan's profile, and the venv is compared with what was asked of it."""
     plan = plan or {}
     components = components or []
     out = {"torch": None, "domains": {}, "ml_packages": []}
@@ -73,9 +77,10 @@ def expected(plan, components, cuda_major=13):
                 out["domains"][name] = split_version(str(plan[name]))[0]
     if "ml_packages" in components:
         # A skipped package is not planned; an optional one may fail without the run failing.
-        out["ml_packages"] = [dict(name=i["name"], requirement=i["requirement"])
-                              for i in plan.get("ml_packages") or []
-                              if i.get("method") != "skip" and not i.get("optional")]
+        items = plan.get("ml_packages") or [] if ml_packages is None else ml_packages
+        out["ml_packages"] = [dict(name=i["name"], requirement=i["requirement"]) for i in items
+                              if i.get("method") != "skip" and i.get("status") != "skipped"
+                              and not i.get("optional")]
     return out
 
 

@@ -114,3 +114,12 @@ def test_without_a_packaging_library_a_required_package_must_at_least_be_there()
 def test_a_probe_output_without_a_distribution_list_is_an_error(stdout):
     with pytest.raises(ValueError):
         proof.parse_probe(stdout)
+
+
+def test_the_roles_resolved_rows_replace_the_plans_list():
+    rows = [{"name": "einops", "requirement": "einops", "optional": False, "method": "wheel", "status": "failed"},
+            {"name": "xformers", "requirement": "xformers", "optional": False, "method": "source", "status": "skipped"}]
+    want = proof.expected(PLAN, ["ml_packages"], ml_packages=rows)
+    assert want["ml_packages"] == [{"name": "einops", "requirement": "einops"}]
+    assert proof.state_of(proof.differences(want, {"dists": {}, "satisfied": {"einops": False}}))[1] == \
+        "ml_packages: einops not installed, plan einops"
