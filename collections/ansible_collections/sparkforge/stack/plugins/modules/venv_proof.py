@@ -18,6 +18,8 @@ description:
     components the run installs - torch's release and local tag (its CUDA build), torchvision and torchaudio,
     each required ML package the profile installs.
   - Reads only; changes nothing. A host is C(provisioned) only when RV(differences) is empty.
+  - With O(since) (the record a proven run kept, RV(compared)), compares the venv with that record instead of
+    the plan - what drifted since the host was provisioned (C(sparkforge status)).
 author:
   - sparkforge developers (@sparkforge)
 options:
@@ -26,14 +28,17 @@ options:
     type: path
     required: true
   plan:
-    description: The host's plan, as preflight made it (sparkforge_plan).
+    description: The host's plan, as preflight made it (sparkforge_plan). Required without O(since).
     type: dict
-    required: true
   components:
-    description: The components this run installs (sparkforge_components).
+    description: The components this run installs (sparkforge_components). Required without O(since).
     type: list
     elements: str
-    required: true
+  since:
+    description:
+      - A JSON file holding C(compared) of an earlier proof (distribution name to version). A missing file is no
+        record - RV(recorded) false, nothing compared.
+    type: path
   ml_packages:
     description:
       - The rows the ML packages role resolved in this run (its C(packages) result - name, requirement, optional,
@@ -62,6 +67,12 @@ EXAMPLES = r"""
     components: "{{ sparkforge_components }}"
   register: proof
 
+- name: What changed in the venv since it was proven
+  sparkforge.stack.venv_proof:
+    venv: /opt/sparkforge/venv
+    since: /opt/sparkforge/reports/provisioned.json
+  register: drift
+
 - name: Say what differs
   ansible.builtin.debug:
     msg: "{{ proof.differences | map(attribute='words') | list }}"
@@ -73,7 +84,7 @@ proven:
   returned: success
   type: bool
 state:
-  description: C(provisioned) when proven, else C(partial).
+  description: C(provisioned) when proven, else C(partial); with O(since) C(unchanged) or C(drifted).
   returned: success
   type: str
 error:
@@ -95,6 +106,14 @@ installed:
   description: Canonical distribution name to version, as the venv's python lists them.
   returned: success
   type: dict
+compared:
+  description: The compared distributions at their installed versions (what a proven run records for O(since)).
+  returned: success
+  type: dict
+recorded:
+  description: With O(since), whether the record exists.
+  returned: success
+  type: bool
 """
 
 import json
@@ -105,33 +124,53 @@ from ansible_collections.sparkforge.stack.plugins.module_utils.fleet import proo
 
 ARGUMENT_SPEC = dict(
     venv=dict(type="path", required=True),
-    plan=dict(type="dict", required=True),
-    components=dict(type="list", elements="str", required=True),
+    plan=dict(type="dict"),
+    components=dict(type="list", elements="str"),
+    since=dict(type="path"),
     cuda_major=dict(type="int", default=13),
     ml_packages=dict(type="list", elements="dict"),
 )
 
 
-def main():
-    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
-    params = module.params
-    want = proof.expected(params["plan"], params["components"], params["cuda_major"], params["ml_packages"])
-    python = os.path.join(params["venv"], "bin", "python")
+def probe(module, venv, reqs):
+    python = os.path.join(venv, "bin", "python")
     if not os.path.exists(python):
-        found = {"dists": {}, "satisfied": {}}
-    else:
-        # -I: the venv's own site-packages only (no PYTHONPATH, no user site).
-        rc, out, err = module.run_command([python, "-I", "-c", proof.PROBE, json.dumps(proof.requirements(want))])
-        if rc != 0:
-            module.fail_json(msg="%s could not list its distributions (rc %s): %s" % (python, rc, (err or out)[-2000:]))
-        try:
-            found = proof.parse_probe(out)
-        except ValueError as exc:
-            module.fail_json(msg="%s: %s" % (python, exc))
+        return {"dists": {}, "satisfied": {}}
+    # -I: the venv's own site-packages only (no PYTHONPATH, no user site).
+    rc, out, err = module.run_command([python, "-I", "-c", proof.PROBE, json.dumps(reqs)])
+    if rc != 0:
+        module.fail_json(msg="%s could not list its distributions (rc %s): %s" % (python, rc, (err or out)[-2000:]))
+    try:
+        return proof.parse_probe(out)
+    except ValueError as exc:
+        module.fail_json(msg="%s: %s" % (python, exc))
+
+
+def main():
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True,
+                           required_one_of=[("plan", "since")], required_together=[("plan", "components")],
+                           mutually_exclusive=[("plan", "since")])
+    params = module.params
+    if params["since"]:
+        recorded = None
+        if os.path.exists(params["since"]):
+            try:
+                with open(params["since"]) as handle:
+                    recorded = json.load(handle)["compared"]
+            except (ValueError, KeyError, TypeError, OSError) as exc:
+                module.fail_json(msg="%s is not a proof record (%s): remove it, or provision the host again"
+                                 % (params["since"], exc))
+        found = probe(module, params["venv"], [])
+        diffs = proof.drift(recorded or {}, found["dists"])
+        module.exit_json(changed=False, proven=not diffs, state="drifted" if diffs else "unchanged",
+                         error="; ".join(d["words"] for d in diffs) or None, differences=diffs,
+                         installed=found["dists"], compared=recorded or {}, recorded=recorded is not None)
+    want = proof.expected(params["plan"], params["components"], params["cuda_major"], params["ml_packages"])
+    found = probe(module, params["venv"], proof.requirements(want))
     diffs = proof.differences(want, found)
     state, error = proof.state_of(diffs)
     module.exit_json(changed=False, proven=not diffs, state=state, error=error, differences=diffs,
-                     installed=found["dists"])
+                     installed=found["dists"], compared=proof.compared(want, found), recorded=False)
 
 
 if __name__ == "__main__":

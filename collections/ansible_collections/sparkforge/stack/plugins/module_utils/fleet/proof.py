@@ -7,7 +7,9 @@
 the ML packages the profile installs) for the components the run installs.  ``PROBE`` runs in the
 venv's own python: it lists the installed distributions (importlib.metadata, what pip wrote in
 site-packages) and evaluates each planned requirement with the packaging library pip vendors.
-``differences`` compares the two and says, per component, what differs; [] is the proof.
+``differences`` compares the two and says, per component, what differs; [] is the proof.  A proven
+host keeps ``compared`` (each compared distribution at its version); ``drift`` later says which of them
+the venv no longer holds at that version (`sparkforge status`: a pip install over torch since).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -137,3 +139,23 @@ def state_of(diffs):
     if not diffs:
         return "provisioned", None
     return "partial", "; ".join(d["words"] for d in diffs)
+
+
+def compared(want, found):
+    """The compared distributions at their installed versions: what a proven host records."""
+    names = (["torch"] if want.get("torch") else []) + sorted(want.get("domains") or {}) \
+        + [canonical(i["name"]) for i in want.get("ml_packages") or []]
+    dists = found.get("dists") or {}
+    return dict((name, dists.get(name)) for name in names)
+
+
+def drift(recorded, dists):
+    """[{package, recorded, installed, words}] of what changed in the venv since the recorded proof."""
+    out = []
+    for name in sorted(recorded or {}):
+        have = (dists or {}).get(canonical(name))
+        if have != recorded[name]:
+            out.append({"component": "drift", "package": name, "planned": recorded[name], "installed": have,
+                        "words": "%s %s at the last provisioning, now %s" % (name, recorded[name],
+                                                                             have or "not installed")})
+    return out

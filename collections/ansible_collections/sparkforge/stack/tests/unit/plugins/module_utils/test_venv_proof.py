@@ -123,3 +123,21 @@ def test_the_roles_resolved_rows_replace_the_plans_list():
     assert want["ml_packages"] == [{"name": "einops", "requirement": "einops"}]
     assert proof.state_of(proof.differences(want, {"dists": {}, "satisfied": {"einops": False}}))[1] == \
         "ml_packages: einops not installed, plan einops"
+
+
+def test_a_pip_install_over_torch_since_the_proof_is_drift_naming_both_versions(tmp_path):
+    root = tmp_path / "venv"
+    subprocess.check_call([sys.executable, "-m", "venv", "--without-pip", str(root)])
+    site = subprocess.check_output([str(root / "bin" / "python"), "-I", "-c",
+                                    "import sysconfig; print(sysconfig.get_paths()['purelib'])"], text=True).strip()
+    install(site, "torch", "2.11.0+cu130")
+    install(site, "Tokenizers", "0.21.0")
+    want = proof.expected(PLAN, ["pytorch", "ml_packages"])
+    record = proof.compared(want, probe(root, want))
+    assert record == {"torch": "2.11.0+cu130", "tokenizers": "0.21.0", "safetensors": None}
+    kept = {"torch": "2.11.0+cu130", "tokenizers": "0.21.0"}
+    assert proof.drift(kept, probe(root, want)["dists"]) == []
+
+    install(site, "torch", "2.10.0")
+    assert [d["words"] for d in proof.drift(kept, probe(root, want)["dists"])] == [
+        "torch 2.11.0+cu130 at the last provisioning, now 2.10.0"]
