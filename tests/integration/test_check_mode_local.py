@@ -37,7 +37,7 @@ BIN = os.path.dirname(sys.executable)
 TORCH = "2.11.0"
 # What the manifest pairs with torch 2.11.0, and the `minimal` ML profile.
 PAIRED = {"torchvision": "0.26.0", "torchaudio": "2.11.0", "triton": "3.6.0"}
-MINIMAL = {"einops": "0.8.1"}
+MINIMAL = {"einops": "0.8.2"}  # the manifest's pin (sparkforge_ml_package_pins)
 
 
 def add_dist(site, name, version, local="", cuda=None):

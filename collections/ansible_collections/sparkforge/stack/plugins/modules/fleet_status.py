@@ -19,6 +19,7 @@ description:
   - Gives each host a verdict against its lineage's generations in the wheelhouse - C(current) (the newest
     generation, every wheel as recorded), C(behind) (an older generation), C(diverged) (a wheel the venv holds
     is not the generation's), C(partial) (an install was interrupted), C(on pruned generation N),
+    C(drifted) (a distribution the last proof recorded is at another version now, or gone - each named with both),
     C(never upgraded) (no record), or C(unreachable).
   - Writes C(fleet-status.json) into O(report_dir) when given. Reading it is not a change.
 author:
@@ -29,7 +30,9 @@ options:
     type: path
     required: true
   hosts:
-    description: Host name to C(record) and C(installed) as the host read them; a host with C(unreachable) true
+    description: Host name to C(record), C(installed) and C(drift) (the differences of
+      M(sparkforge.stack.venv_proof) with O(sparkforge.stack.venv_proof#module:since)) as the host read them;
+      a host with C(unreachable) true
       (or no entry values) is listed as unreachable.
     type: dict
     required: true
@@ -58,7 +61,7 @@ EXAMPLES = r"""
 RETURN = r"""
 rows:
   description: One entry per host (C(host), C(class), C(generation), C(state), C(partial), C(how), C(previous),
-    C(newest), C(verdict), C(differ), C(installed)).
+    C(newest), C(verdict), C(differ), C(installed), C(drift) when it drifted).
   returned: always
   type: list
   elements: dict
@@ -109,7 +112,12 @@ def main():
                 except gen.GenerationError as exc:
                     module.fail_json(msg=str(exc))
             data = lineages[lineage]
-        rows.append(gen.compare(host, record, said.get("installed") or {}, data))
+        row = gen.compare(host, record, said.get("installed") or {}, data)
+        # What changed in the venv since its last proof (venv_proof with since): drifted, naming each package.
+        if said.get("drift"):
+            row["drift"] = said["drift"]
+            row["verdict"] = "drifted: %s" % "; ".join(d["words"] for d in said["drift"])
+        rows.append(row)
     lines = []
     for row in rows:
         where = "generation %s of %s" % (row.get("generation"), row.get("class")) if row.get("generation") else "-"

@@ -231,7 +231,9 @@ def compile_needs(config, enabled, manifest, facts, klass, ml_out=None):
         except MatrixError as exc:
             raise PlanError("ML package matrix: %s" % exc)
         if ml_out is not None:  # the packages the profile installs (what an offline bundle must carry)
-            ml_out.extend({"name": i["name"], "requirement": i["requirement"], "method": i["method"]} for i in items)
+            # (optional: may fail without failing the run, so the result check leaves it out)
+            ml_out.extend({"name": i["name"], "requirement": i["requirement"], "method": i["method"],
+                           "optional": i["optional"]} for i in items)
         source_built = [i["name"] for i in items if i["method"] == "source"]
         if source_built:
             needs.append("ML package(s) %s built from source on %s (profile %s)"

@@ -1,0 +1,77 @@
+# -*- coding: utf-8 -*-
+"""Issue 42, item 1: "provisioned" is a proof.  One stand-in host (fake GPU, torch `existing` in its venv,
+pip reading no index), two runs: a required ML package that cannot be installed fails the host and the
+run, its state and error naming the package; a real run limited to `--tags preflight` installs nothing
+and ends `checked`, not provisioned (nor a provisioned line in fleet-history.jsonl).  Then a proven host
+whose torch is replaced is reported drifted by `sparkforge status`, naming both versions.  The comparison
+itself is unit-tested in tests/unit/plugins/module_utils/test_venv_proof.py (a real venv)."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import yaml
+
+from helpers import REPO
+from tests.integration.test_check_mode_local import add_dist, make_host, playbook, site_packages
+from tests.integration.test_check_mode_local import template_venv  # noqa: F401
+
+
+def summary_and_last_line(host):
+    reports = host["root"] / "fleet-reports"
+    with open(reports / "fleet-summary.json") as handle:
+        summary = json.load(handle)
+    hosts = summary["hosts"] if "hosts" in summary else summary
+    with open(reports / "fleet-history.jsonl") as handle:
+        last = json.loads(handle.read().splitlines()[-1])
+    return hosts["localhost"], last
+
+
+def test_a_failed_required_package_fails_the_run_and_tags_preflight_ends_checked(tmp_path, template_venv):  # noqa: F811
+    host = make_host(tmp_path, template_venv, "existing", components=["pytorch", "ml_packages"])
+    inventory = yaml.safe_load(open(host["inventory"]))
+    # tokenizers is not in the venv and pip reads no index: it fails (ml_packages_fail_on_error: true, the default).
+    inventory["all"]["vars"]["ml_packages_packages"] = ["einops", "tokenizers"]
+    with open(host["inventory"], "w") as handle:
+        yaml.safe_dump(inventory, handle)
+
+    proc, _ = playbook(host)
+    assert proc.returncode != 0, proc.stdout[-4000:]
+    entry, _ = summary_and_last_line(host)
+    assert entry["state"] != "provisioned", entry
+    assert "tokenizers" in (entry["error"] or ""), entry
+    assert "was not provisioned" in proc.stdout
+
+    proc, _ = playbook(host, "--tags", "preflight")
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    entry, last = summary_and_last_line(host)
+    assert entry["state"] == "checked", entry
+    assert "provisioned" not in json.dumps(last), last
+
+
+def test_a_proven_host_whose_torch_changed_since_is_reported_drifted(tmp_path, template_venv):  # noqa: F811
+    """Provisioned (the venv proven against the plan, the proof kept on the host), then a `pip install` over
+    torch: `sparkforge status` names torch with both versions and exits non-zero."""
+    host = make_host(tmp_path, template_venv, "existing", components=["pytorch"])
+    proc, _ = playbook(host)
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    entry, last = summary_and_last_line(host)
+    assert entry["state"] == "provisioned" and entry["error"] is None, entry
+    with open(host["prefix"] / "provisioned.json") as handle:
+        assert json.load(handle)["compared"] == {"torch": "2.11.0"}
+
+    site = site_packages(str(host["prefix"] / "venv"))
+    shutil.rmtree(os.path.join(site, "torch-2.11.0.dist-info"))
+    add_dist(site, "torch", "2.10.0")
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"), ANSIBLE_NOCOLOR="1",
+               PYTHONPATH=os.path.join(REPO, "src"), ANSIBLE_LOCAL_TEMP=str(host["root"] / "ansible-tmp"))
+    status = subprocess.run([sys.executable, "-m", "sparkforge.cli", "status", "-i", host["inventory"]], cwd=REPO,
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
+                            timeout=300, check=False)
+    assert status.returncode != 0, status.stdout[-4000:]
+    assert "drifted: torch 2.11.0 at the last provisioning, now 2.10.0" in status.stdout, status.stdout[-4000:]
