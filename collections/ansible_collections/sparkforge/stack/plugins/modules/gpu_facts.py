@@ -55,8 +55,9 @@ options:
         name (case-insensitive; the first matching row wins) and a C(class).
       - A row without a class name or with a C(match) that is no regular expression fails the task, whatever
         O(required) says.
+      - Not given, the controller-side action plugin reads the table from the manifest's file in the installed
+        collection, so the module also runs ad hoc (C(ansible HOST -m sparkforge.stack.gpu_facts)).
     type: dict
-    required: true
 attributes:
   check_mode:
     support: full
@@ -142,12 +143,16 @@ def main():
             required=dict(type="bool", default=True),
             disk_paths=dict(type="list", elements="path", default=[]),
             timeout=dict(type="int", default=30),
-            platforms=dict(type="dict", required=True),
+            platforms=dict(type="dict"),
         ),
         supports_check_mode=True,
     )
     if module.params["timeout"] < 1:
         module.fail_json(msg="timeout must be at least 1 second")
+    if module.params["platforms"] is None:
+        # Only reachable without the action plugin (which always passes the manifest's table).
+        module.fail_json(msg="platforms is missing: run the module through its action plugin "
+                             "(sparkforge.stack.gpu_facts) or pass the manifest's sparkforge_gpu_platforms")
 
     params = module.params
     facts = sparkforge_facts(module, params["nvidia_smi"], params["disk_paths"], params["timeout"],

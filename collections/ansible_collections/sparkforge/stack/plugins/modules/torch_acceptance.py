@@ -156,6 +156,7 @@ import time
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.sparkforge.stack.plugins.module_utils.verify import torch_acceptance as ta
+from ansible_collections.sparkforge.stack.plugins.module_utils._common.clock import utc_now
 from ansible_collections.sparkforge.stack.plugins.module_utils._common.files import atomic_write_text, makedirs
 
 
@@ -238,7 +239,7 @@ def main():
     else:
         log_dir = p["log_dir"] or os.path.join(os.path.dirname(os.path.abspath(p["source_dir"])), "acceptance")
         makedirs(log_dir)
-        log_path = os.path.join(log_dir, "acceptance-%s.log" % time.strftime("%Y%m%dT%H%M%S"))
+        log_path = os.path.join(log_dir, "acceptance-%s.log" % time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()))
         env = dict(os.environ)
         env.update(extra_env)
         records = []
@@ -252,7 +253,7 @@ def main():
     summary = ta.summary_line(counts, verdict)
     block = {"key": key, "suites": records, "counts": counts, "verdict": verdict, "policy": policy,
              "log": log_path, "version": p["version"], "platform_class": p["platform_class"],
-             "at": recorded.get("at") if reuse else time.strftime("%Y-%m-%dT%H:%M:%S")}
+             "at": recorded.get("at") if reuse else utc_now()}
     if manifest_data is not None and recorded != block and not module.check_mode:
         updated = copy.deepcopy(manifest_data)
         updated["acceptance"] = block

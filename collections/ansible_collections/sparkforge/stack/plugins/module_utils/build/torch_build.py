@@ -1,8 +1,9 @@
 # -*- coding: utf-8 -*-
 # Copyright: sparkforge developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-# Kept whole: for now; its natural cut, the arch list plan (parse_arch_list..select_fixes) apart from the
-# build's environment and source fixes (build_env..apply_all), waits for the job rework (issue 34 item 3).
+# Kept whole: its natural cut, the arch list plan (parse_arch_list..select_fixes) apart from the build's
+# environment and source fixes (build_env..apply_all), is the code issue 45 item 1 (the arch list decided
+# once) replaces with the plan's one parser; moving it to a file of its own first would move code about to go.
 """PyTorch source builds: what to build and with which environment.
 
 Plain functions (no Ansible imports) used by the ``pytorch_wheel_build``
