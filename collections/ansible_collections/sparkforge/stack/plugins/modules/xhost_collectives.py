@@ -116,6 +116,16 @@ options:
   management_gbps:
     description: The management interface's speed in Gb/s.
     type: float
+  fabric_link_gbps:
+    description: The fabric port's rated speed in Gb/s (M(sparkforge.stack.fabric_facts) C(port.link_gbps), the rate
+      both functions of a port share). Every pair and collective is judged against it, not against O(ifname)'s
+      speed, which in a ring is the management port's. O(link_speed_gbps) still wins when set.
+    type: float
+  expect_rdma:
+    description: The fabric port has RDMA functions up, so NCCL must use RoCE/InfiniBand; with O(backend=nccl) a
+      node whose NCCL lines (C(NCCL_DEBUG=INFO)) say it went over sockets fails, whatever the other nodes did.
+    type: bool
+    default: false
   env:
     description: Extra environment for this host's process (for example C(CUDA_VISIBLE_DEVICES)). With
       C(NCCL_DEBUG=INFO) NCCL's own lines say whether it used NET/IB or NET/Socket, and the summary reads them.
@@ -328,10 +338,7 @@ def run(module, p):
     for key in ("iters", "join_timeout", "op_timeout"):
         if p[key] <= 0:
             module.fail_json(msg="%s must be positive" % key)
-    if p["link_speed_gbps"] is not None:
-        speed, source = p["link_speed_gbps"], "link_speed_gbps"
-    else:
-        speed, source = xhost.link_speed(p["ifname"], p["hca"])
+    speed, source = xhost.check_rate(p["link_speed_gbps"], p["fabric_link_gbps"], p["ifname"], p["hca"])
     env = dict((str(k), str(v)) for k, v in p["env"].items())
     if p["ifname"]:
         env.setdefault("NCCL_SOCKET_IFNAME", p["ifname"])
@@ -341,7 +348,7 @@ def run(module, p):
     figures = memory(module, p, p["host"])
     base = dict(changed=False, rank=rank, link_gbps=speed, link_source=source, memory=figures,
                 per_function_gbps=p["per_function_gbps"], functions=p["functions"],
-                management_gbps=p["management_gbps"])
+                management_gbps=p["management_gbps"], expect_rdma=p["expect_rdma"], backend=p["backend"])
     if module.check_mode:
         module.exit_json(status="skipped", reason="check mode: no collectives run", **base)
     config = {"rank": rank, "hosts": p["hosts"], "master_addr": p["master_addr"], "master_port": p["master_port"],
@@ -460,6 +467,8 @@ def main():
             per_function_gbps=dict(type="float"),
             functions=dict(type="int"),
             management_gbps=dict(type="float"),
+            fabric_link_gbps=dict(type="float"),
+            expect_rdma=dict(type="bool", default=False),
             env=dict(type="dict", default={}),
             results=dict(type="dict"),
             min_link_fraction=dict(type="float", default=0.5),
