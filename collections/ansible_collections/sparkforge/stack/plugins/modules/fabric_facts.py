@@ -59,6 +59,18 @@ options:
       - A name that is neither fails the task; a netdev without RDMA (the management port) returns no port and is
         left to M(sparkforge.stack.fabric_plan) to judge.
     type: str
+  nccl_venv:
+    description:
+      - The venv whose torch runs the collectives. The NCCL it loads (statically in C(libtorch_cuda.so), beside it,
+        the nvidia-nccl wheel's, or the system's) is read from the library's own C(NCCL version) string, with no GPU,
+        and returned as C(fabric.nccl) (version, path, switchless) for M(sparkforge.stack.fabric_plan) to check.
+      - Empty or absent path - C(fabric.nccl.version) is null with why.
+    type: path
+  nccl_markers:
+    description: The strings that prove the patched switchless NCCL build (the manifest's ring C(patched_nccl.markers)).
+    type: list
+    elements: str
+    default: []
 attributes:
   check_mode:
     support: full
@@ -104,7 +116,7 @@ notes:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.sparkforge.stack.plugins.module_utils.fabric import fabric
+from ansible_collections.sparkforge.stack.plugins.module_utils.fabric import fabric, nccl_lib
 
 
 def main():
@@ -116,6 +128,8 @@ def main():
             protect=dict(type="list", elements="str", default=[]),
             addresses=dict(type="dict"),
             fabric_interface=dict(type="str"),
+            nccl_venv=dict(type="path"),
+            nccl_markers=dict(type="list", elements="str", default=[]),
         ),
         supports_check_mode=True,
     )
@@ -129,6 +143,8 @@ def main():
                 addresses[name] = [ip]
     facts = fabric.gather(p["sysfs_root"], p["proc_root"], p["connection_address"], addresses, p["protect"])
     facts["addresses"] = addresses
+    if p["nccl_venv"] is not None:
+        facts["nccl"] = nccl_lib.read(p["nccl_venv"], p["nccl_markers"])
     port, env, notes = None, {}, []
     if p["fabric_interface"]:
         port = fabric.port_of(facts["ports"], p["fabric_interface"])

@@ -2,6 +2,8 @@
 # -*- coding: utf-8 -*-
 # Copyright: sparkforge contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# Kept whole: one module with four modes over one option set; most of its length is DOCUMENTATION and RETURN, the
+# logic lives in module_utils/fabric (xhost.py, acceptance.py).
 
 from __future__ import absolute_import, division, print_function
 
