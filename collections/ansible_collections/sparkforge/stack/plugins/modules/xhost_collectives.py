@@ -123,6 +123,11 @@ options:
       both functions of a port share). Every pair and collective is judged against it, not against O(ifname)'s
       speed, which in a ring is the management port's. O(link_speed_gbps) still wins when set.
     type: float
+  topology:
+    description: The cluster's topology (M(sparkforge.stack.fabric_plan)). C(ring) - the pairs are the cabled
+      neighbours only, in rounds where no node has both cables busy, with the hosts in ring order; otherwise
+      every pair.
+    type: str
   expect_rdma:
     description: The fabric port has RDMA functions up, so NCCL must use RoCE/InfiniBand; with O(backend=nccl) a
       node whose NCCL lines (C(NCCL_DEBUG=INFO)) say it went over sockets fails, whatever the other nodes did.
@@ -356,7 +361,7 @@ def run(module, p):
     config = {"rank": rank, "hosts": p["hosts"], "master_addr": p["master_addr"], "master_port": p["master_port"],
               "backend": p["backend"], "sizes": p["sizes"], "iters": p["iters"],
               "join_timeout": p["join_timeout"], "op_timeout": p["op_timeout"],
-              "rounds": xhost.pair_rounds(len(p["hosts"])), "collective_sizes": p["collective_sizes"],
+              "rounds": xhost.rounds_for(len(p["hosts"]), p["topology"]), "collective_sizes": p["collective_sizes"],
               "collective_iters": p["collective_iters"], "warmup_iters": p["warmup_iters"]}
     # Joining, the verdict, every round, then each collective and size: bounded so a wedged collective cannot hang
     # the play.
@@ -471,6 +476,7 @@ def main():
             management_gbps=dict(type="float"),
             fabric_link_gbps=dict(type="float"),
             expect_rdma=dict(type="bool", default=False),
+            topology=dict(type="str"),
             env=dict(type="dict", default={}),
             results=dict(type="dict"),
             min_link_fraction=dict(type="float", default=0.5),

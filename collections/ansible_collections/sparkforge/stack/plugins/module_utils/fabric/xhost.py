@@ -211,6 +211,26 @@ def pair_rounds(n):
     return rounds
 
 
+def ring_rounds(n):
+    """A ring's pairs: only the cabled neighbours (rank i's port 0 to rank i+1's port 1, the last back to the first),
+    in rounds where no node has two cables busy - both ports of a GB10 share its PCIe controllers, so a cable is
+    measured with both ends' other cables idle. Even n: two rounds of n/2 cables; odd n: the last cable alone in a
+    third round. [[(a, b), ...], ...] with a < b."""
+    if n < 3:
+        return pair_rounds(n)
+    cables = [(i, (i + 1) % n) for i in range(n)]
+    rounds = [[c for k, c in enumerate(cables) if k % 2 == 0 and (n % 2 == 0 or k < n - 1)],
+              [c for k, c in enumerate(cables) if k % 2 == 1]]
+    if n % 2:
+        rounds.append([cables[-1]])
+    return [sorted((min(a, b), max(a, b)) for a, b in r) for r in rounds]
+
+
+def rounds_for(n, topology=None):
+    """The pair rounds of a topology: a ring's cabled neighbours (ring_rounds), every pair otherwise."""
+    return ring_rounds(n) if topology == "ring" else pair_rounds(n)
+
+
 def rank_of(host, hosts):
     if host not in hosts:
         raise XhostError("%s is not in the host list %s" % (host, ", ".join(hosts)))
