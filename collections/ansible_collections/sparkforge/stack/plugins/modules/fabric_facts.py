@@ -59,6 +59,24 @@ options:
       - A name that is neither fails the task; a netdev without RDMA (the management port) returns no port and is
         left to M(sparkforge.stack.fabric_plan) to judge.
     type: str
+  nccl_venv:
+    description:
+      - The venv whose torch runs the collectives. The NCCL it loads (statically in C(libtorch_cuda.so), beside it,
+        the nvidia-nccl wheel's, or the system's) is read from the library's own C(NCCL version) string, with no GPU,
+        and returned as C(fabric.nccl) (version, path, switchless) for M(sparkforge.stack.fabric_plan) to check.
+      - Empty or absent path - C(fabric.nccl.version) is null with why.
+    type: path
+  cable_checks:
+    description:
+      - The cable proof's data (the manifest's C(sparkforge_fabric_cable) - floor_gbps, bands, causes). With it the
+        result has C(cables), each cabled port's verdict from sysfs (every function up, each function's PCIe link at
+        its device's maximum width and speed), and the node's verdict, each failure with its likely cause.
+    type: dict
+  nccl_markers:
+    description: The strings that prove the patched switchless NCCL build (the manifest's ring C(patched_nccl.markers)).
+    type: list
+    elements: str
+    default: []
 attributes:
   check_mode:
     support: full
@@ -90,6 +108,11 @@ port:
   description: The chosen port (see O(fabric_interface)), or null when there is none.
   returned: always
   type: dict
+cables:
+  description: With O(cable_checks) - the node's verdict (pass or fail, reasons) and each cabled port's (port,
+    functions, verdict, reasons, floor_gbps); null without it.
+  returned: always
+  type: dict
 nccl_env:
   description: NCCL_SOCKET_IFNAME, GLOO_SOCKET_IFNAME, NCCL_IB_HCA (every active twin), NCCL_IB_DISABLE and, on RoCE
     when one index fits every active twin, NCCL_IB_GID_INDEX. Empty without a chosen port.
@@ -104,7 +127,7 @@ notes:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.sparkforge.stack.plugins.module_utils.fabric import fabric
+from ansible_collections.sparkforge.stack.plugins.module_utils.fabric import cable, fabric, nccl_lib
 
 
 def main():
@@ -116,6 +139,9 @@ def main():
             protect=dict(type="list", elements="str", default=[]),
             addresses=dict(type="dict"),
             fabric_interface=dict(type="str"),
+            nccl_venv=dict(type="path"),
+            nccl_markers=dict(type="list", elements="str", default=[]),
+            cable_checks=dict(type="dict"),
         ),
         supports_check_mode=True,
     )
@@ -129,6 +155,8 @@ def main():
                 addresses[name] = [ip]
     facts = fabric.gather(p["sysfs_root"], p["proc_root"], p["connection_address"], addresses, p["protect"])
     facts["addresses"] = addresses
+    if p["nccl_venv"] is not None:
+        facts["nccl"] = nccl_lib.read(p["nccl_venv"], p["nccl_markers"])
     port, env, notes = None, {}, []
     if p["fabric_interface"]:
         port = fabric.port_of(facts["ports"], p["fabric_interface"])
@@ -142,7 +170,11 @@ def main():
     if port is not None and port["cabled"]:
         iface = p["fabric_interface"] if p["fabric_interface"] in port["netdevs"] else None
         env, notes = fabric.nccl_env(port, iface)
-    module.exit_json(changed=False, fabric=facts, port=port, nccl_env=env, notes=notes)
+    cables = None
+    if p["cable_checks"]:
+        cables = cable.node_verdict(p["connection_address"] or "this host", [
+            cable.cable_verdict(x, p["cable_checks"]) for x in facts["ports"] if x["cabled"]])
+    module.exit_json(changed=False, fabric=facts, port=port, nccl_env=env, notes=notes, cables=cables)
 
 
 if __name__ == "__main__":

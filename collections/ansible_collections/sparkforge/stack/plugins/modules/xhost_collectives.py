@@ -2,6 +2,8 @@
 # -*- coding: utf-8 -*-
 # Copyright: sparkforge contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# Kept whole: one module with four modes over one option set; most of its length is DOCUMENTATION and RETURN, the
+# logic lives in module_utils/fabric (xhost.py, acceptance.py).
 
 from __future__ import absolute_import, division, print_function
 
@@ -116,6 +118,21 @@ options:
   management_gbps:
     description: The management interface's speed in Gb/s.
     type: float
+  fabric_link_gbps:
+    description: The fabric port's rated speed in Gb/s (M(sparkforge.stack.fabric_facts) C(port.link_gbps), the rate
+      both functions of a port share). Every pair and collective is judged against it, not against O(ifname)'s
+      speed, which in a ring is the management port's. O(link_speed_gbps) still wins when set.
+    type: float
+  topology:
+    description: The cluster's topology (M(sparkforge.stack.fabric_plan)). C(ring) - the pairs are the cabled
+      neighbours only, in rounds where no node has both cables busy, with the hosts in ring order; otherwise
+      every pair.
+    type: str
+  expect_rdma:
+    description: The fabric port has RDMA functions up, so NCCL must use RoCE/InfiniBand; with O(backend=nccl) a
+      node whose NCCL lines (C(NCCL_DEBUG=INFO)) say it went over sockets fails, whatever the other nodes did.
+    type: bool
+    default: false
   env:
     description: Extra environment for this host's process (for example C(CUDA_VISIBLE_DEVICES)). With
       C(NCCL_DEBUG=INFO) NCCL's own lines say whether it used NET/IB or NET/Socket, and the summary reads them.
@@ -328,10 +345,7 @@ def run(module, p):
     for key in ("iters", "join_timeout", "op_timeout"):
         if p[key] <= 0:
             module.fail_json(msg="%s must be positive" % key)
-    if p["link_speed_gbps"] is not None:
-        speed, source = p["link_speed_gbps"], "link_speed_gbps"
-    else:
-        speed, source = xhost.link_speed(p["ifname"], p["hca"])
+    speed, source = xhost.check_rate(p["link_speed_gbps"], p["fabric_link_gbps"], p["ifname"], p["hca"])
     env = dict((str(k), str(v)) for k, v in p["env"].items())
     if p["ifname"]:
         env.setdefault("NCCL_SOCKET_IFNAME", p["ifname"])
@@ -341,13 +355,13 @@ def run(module, p):
     figures = memory(module, p, p["host"])
     base = dict(changed=False, rank=rank, link_gbps=speed, link_source=source, memory=figures,
                 per_function_gbps=p["per_function_gbps"], functions=p["functions"],
-                management_gbps=p["management_gbps"])
+                management_gbps=p["management_gbps"], expect_rdma=p["expect_rdma"], backend=p["backend"])
     if module.check_mode:
         module.exit_json(status="skipped", reason="check mode: no collectives run", **base)
     config = {"rank": rank, "hosts": p["hosts"], "master_addr": p["master_addr"], "master_port": p["master_port"],
               "backend": p["backend"], "sizes": p["sizes"], "iters": p["iters"],
               "join_timeout": p["join_timeout"], "op_timeout": p["op_timeout"],
-              "rounds": xhost.pair_rounds(len(p["hosts"])), "collective_sizes": p["collective_sizes"],
+              "rounds": xhost.rounds_for(len(p["hosts"]), p["topology"]), "collective_sizes": p["collective_sizes"],
               "collective_iters": p["collective_iters"], "warmup_iters": p["warmup_iters"]}
     # Joining, the verdict, every round, then each collective and size: bounded so a wedged collective cannot hang
     # the play.
@@ -460,6 +474,9 @@ def main():
             per_function_gbps=dict(type="float"),
             functions=dict(type="int"),
             management_gbps=dict(type="float"),
+            fabric_link_gbps=dict(type="float"),
+            expect_rdma=dict(type="bool", default=False),
+            topology=dict(type="str"),
             env=dict(type="dict", default={}),
             results=dict(type="dict"),
             min_link_fraction=dict(type="float", default=0.5),

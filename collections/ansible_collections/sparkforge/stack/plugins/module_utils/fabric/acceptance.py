@@ -164,16 +164,31 @@ def port_reasons(speeds, rated=None):
     return out
 
 
-def transport_reasons(lines):
-    """Per node, why its transport is wrong: NCCL's own lines (fabric.nccl_transport) say it went over sockets where
-    most nodes that printed lines went over IB/RoCE. lines: {node: nccl_net lines}. {node: [sentences]}."""
+def transport_reasons(lines, expected=()):
+    """Per node, why its transport is wrong. A node in `expected` (its fabric port has RDMA functions up and the
+    backend is NCCL) fails unless NCCL's own lines (fabric.nccl_transport) say IB/RoCE: sockets are named with the
+    devices NCCL reported, and no line at all fails too (NCCL_DEBUG=INFO missing: the transport is unproven, so it
+    fails safe). Any other node fails when it went over sockets where most nodes that printed lines went over
+    IB/RoCE. lines: {node: nccl_net lines}. {node: [sentences]}."""
     used = dict((h, fabric.nccl_transport(v or [])) for h, v in lines.items() if v)
     kinds = [u["transport"] for u in used.values() if u["transport"]]
     out = {}
+    for h in sorted(expected):
+        u = used.get(h)
+        if u is None:
+            out[h] = ["NCCL printed no transport line (NET/IB or NET/Socket) though the fabric port has RDMA up: the "
+                      "transport is unproven; run with NCCL_DEBUG=INFO and NCCL_DEBUG_SUBSYS=INIT,NET"]
+        elif u["transport"] == "Socket":
+            out[h] = ["NCCL went over sockets (NET/Socket on %s) though the fabric port has RDMA up: check "
+                      "NCCL_IB_HCA, NCCL_IB_DISABLE and that the RDMA functions are active on it"
+                      % (", ".join(u["sockets"]) or "?")]
+        elif u["transport"] != "IB":
+            out[h] = ["NCCL reported transport %s, not RoCE/InfiniBand, though the fabric port has RDMA up"
+                      % (u["transport"] or "none it named")]
     if kinds.count("IB") * 2 <= len(kinds):
         return out
     for h, u in used.items():
-        if u["transport"] == "Socket":
+        if u["transport"] == "Socket" and h not in out:
             out[h] = ["NCCL went over sockets (NET/Socket on %s) where the other nodes used RoCE/InfiniBand: check "
                       "NCCL_IB_HCA and NCCL_IB_DISABLE on it" % (", ".join(u["sockets"]) or "?")]
     return out

@@ -133,6 +133,9 @@ def read_netdevs(root="/sys"):
         if facts["pci"]:
             facts["pcie_gbps"] = pcie_gbps(_read(os.path.join(device, "current_link_speed")),
                                            _read(os.path.join(device, "current_link_width")))
+            # The link as trained against what the device can do (PCI sysfs ABI: current_/max_link_speed, _width).
+            facts["pcie"] = dict((k, _read(os.path.join(device, k))) for k in (
+                "current_link_speed", "current_link_width", "max_link_speed", "max_link_width"))
         out[name] = facts
     return out
 
@@ -302,7 +305,8 @@ def ports(netdevs, rdma):
               "operstate": (nd or {}).get("operstate"), "port_state": rdma_port.get("state"),
               "link_layer": rdma_port.get("link_layer"),
               "speed_gbps": speed / 1000.0 if speed else rdma_port.get("rate_gbps") if rdma_port.get("state") == ACTIVE
-              else None, "pcie_gbps": (nd or {}).get("pcie_gbps"), "mtu": (nd or {}).get("mtu"),
+              else None, "pcie_gbps": (nd or {}).get("pcie_gbps"), "pcie": (nd or {}).get("pcie"),
+              "mtu": (nd or {}).get("mtu"),
               "gids": rdma_port.get("gids") or []}
         groups.setdefault(key, []).append(fn)
     out = []

@@ -204,16 +204,50 @@ def nccl_env(topology, order, hosts, data, host, nccl_version=None):
             env["NCCL_SOCKET_IFNAME"] = "=" + mgmt[0]
             env["GLOO_SOCKET_IFNAME"] = mgmt[0]
     env.update(dict((k, str(v)) for k, v in (spec.get("env") or {}).items()))
-    by_nodes = spec.get("env_by_nodes") or {}
-    extra = by_nodes.get(len(order), by_nodes.get(str(len(order)))) or {}
-    env.update(dict((k, str(v)) for k, v in extra.items()))
+    env.update(patched_env(spec, len(order)))
+    installed = facts.get("nccl") or {}
+    if installed.get("version"):
+        notes.append("NCCL %s from %s" % (installed["version"], installed["path"]))
+    elif installed.get("why"):
+        notes.append("NCCL not read: %s" % installed["why"])
+    errors += nccl_errors(topology, spec, host, len(order), installed, nccl_version)
+    return env, notes, errors
+
+
+def patched_env(spec, nodes):
+    """The patched NCCL's variables for a ring above the stock NCCL's size, {} otherwise."""
+    stock = spec.get("stock_max_nodes")
+    if stock is None or nodes <= stock:
+        return {}
+    return dict((k, str(v)) for k, v in ((spec.get("patched_nccl") or {}).get("env") or {}).items())
+
+
+def nccl_errors(topology, spec, host, nodes, installed, nccl_version=None):
+    """The NCCL a topology needs against the one the host's venv loads (installed: nccl_lib.read) or, when the user
+    names it, cluster_fabric_nccl_version: older than min_nccl is refused; a ring larger than stock NCCL takes is
+    refused unless the library carries the patched build's markers (unread: refused, it cannot be proven)."""
+    errors = []
     want = spec.get("min_nccl")
     if nccl_version and not _version(nccl_version):
-        errors.append("cluster_fabric_nccl_version %r is not a version like 2.30.7" % nccl_version)
-    elif want and nccl_version and _version(nccl_version) < _version(want):
-        errors.append("%s: NCCL %s is older than the %s needs (%s or later, for %s)" % (
-            host, nccl_version, topology, want, ", ".join(sorted(spec.get("env") or {})) or "its variables"))
-    return env, notes, errors
+        return ["cluster_fabric_nccl_version %r is not a version like 2.30.7" % nccl_version]
+    have, whose = (nccl_version, "cluster_fabric_nccl_version") if nccl_version else (
+        installed.get("version"), installed.get("path"))
+    if want and have and _version(have) < _version(want):
+        errors.append("%s: NCCL %s (%s) is older than the %s needs (%s or later, for %s): build NCCL %s or later "
+                      "into the venv's torch" % (host, have, whose, topology, want,
+                                                 ", ".join(sorted(spec.get("env") or {})) or "its variables", want))
+    stock = spec.get("stock_max_nodes")
+    patched = spec.get("patched_nccl") or {}
+    if stock is not None and nodes > stock and not installed.get("switchless"):
+        found = ("NCCL %s at %s is the stock build (no %s in it)" % (installed["version"], installed["path"],
+                                                                     " / ".join(patched.get("markers") or []))
+                 if installed.get("version") else "its NCCL was not read (%s)" % (installed.get("why") or "no venv"))
+        errors.append("%s: a %s of %d nodes needs %s - stock NCCL connects Tree and PAT between nodes the %s has not "
+                      "cabled - and %s: put the nodes behind a switch (cluster_fabric_topology switch), or install "
+                      "that NCCL into the venv's torch on every node (the plan then sets %s)"
+                      % (host, topology, nodes, patched.get("name") or "a patched NCCL", topology, found,
+                         ", ".join("%s=%s" % kv for kv in sorted((patched.get("env") or {}).items()))))
+    return errors
 
 
 def resolve(requested, order, hosts, data):
@@ -236,8 +270,7 @@ def env_additions(topology, order, hosts, data, host, nccl_version=None):
     if topology == "ring":
         return env, notes, errors
     spec = _data(data, topology)
-    by_nodes = spec.get("env_by_nodes") or {}
-    keys = set(spec.get("env") or {}) | set(by_nodes.get(len(order), by_nodes.get(str(len(order)))) or {})
+    keys = set(spec.get("env") or {}) | set(patched_env(spec, len(order)))
     return dict((k, v) for k, v in env.items() if k in keys), notes, errors
 
 

@@ -211,6 +211,26 @@ def pair_rounds(n):
     return rounds
 
 
+def ring_rounds(n):
+    """A ring's pairs: only the cabled neighbours (rank i's port 0 to rank i+1's port 1, the last back to the first),
+    in rounds where no node has two cables busy - both ports of a GB10 share its PCIe controllers, so a cable is
+    measured with both ends' other cables idle. Even n: two rounds of n/2 cables; odd n: the last cable alone in a
+    third round. [[(a, b), ...], ...] with a < b."""
+    if n < 3:
+        return pair_rounds(n)
+    cables = [(i, (i + 1) % n) for i in range(n)]
+    rounds = [[c for k, c in enumerate(cables) if k % 2 == 0 and (n % 2 == 0 or k < n - 1)],
+              [c for k, c in enumerate(cables) if k % 2 == 1]]
+    if n % 2:
+        rounds.append([cables[-1]])
+    return [sorted((min(a, b), max(a, b)) for a, b in r) for r in rounds]
+
+
+def rounds_for(n, topology=None):
+    """The pair rounds of a topology: a ring's cabled neighbours (ring_rounds), every pair otherwise."""
+    return ring_rounds(n) if topology == "ring" else pair_rounds(n)
+
+
 def rank_of(host, hosts):
     if host not in hosts:
         raise XhostError("%s is not in the host list %s" % (host, ", ".join(hosts)))
@@ -272,6 +292,18 @@ def link_speed(ifname=None, hca=None, sysfs="/sys/class"):
             return None, "%s reports no speed (%d)" % (path, mbs)
         return mbs / 1000.0, path
     return None, "no interface or HCA given"
+
+
+def check_rate(link_speed_gbps=None, fabric_link_gbps=None, ifname=None, hca=None, sysfs="/sys/class"):
+    """(Gb/s, source) each pair and collective of this node is judged against: the user's link_speed_gbps, else the
+    fabric port's rated speed (fabric_facts, both functions of the port together), else what sysfs says of the
+    interface or HCA the check uses. In a ring that interface is the management port, so the fabric's rate comes
+    before it: a 200 Gb/s ring judged against 10 Gb/s would pass on sockets."""
+    if link_speed_gbps is not None:
+        return link_speed_gbps, "link_speed_gbps"
+    if fabric_link_gbps:
+        return fabric_link_gbps, "the fabric port's rated speed (fabric_facts port.link_gbps)"
+    return link_speed(ifname, hca, sysfs)
 
 
 def judge(pairs, speeds, min_fraction, min_gbs=None):
@@ -412,6 +444,13 @@ def diagnose_host(host, result, pairs):
                            result.get("per_function_gbps"), result.get("functions"), result.get("management_gbps"))
 
 
+def rdma_expected(results, hosts, missing=()):
+    """The nodes that ran NCCL with their fabric port's RDMA functions up (expect_rdma from the cluster play): their
+    NCCL must have gone over RoCE/InfiniBand."""
+    return [h for h in hosts if h not in missing and (results.get(h) or {}).get("expect_rdma")
+            and (results.get(h) or {}).get("backend") == "nccl"]
+
+
 def summarize(results, hosts, speeds, min_fraction, min_gbs=None, min_busbw_fraction=None, rated_gbps=None):
     """Combine every host's run result (keyed by host; a host with none did not run) into the
     group's verdict: which hosts never joined or failed, the pairs judged against the links, the collective over
@@ -471,7 +510,8 @@ def summarize(results, hosts, speeds, min_fraction, min_gbs=None, min_busbw_frac
                "min_busbw_fraction": min_busbw_fraction, "rated_gbps": rated_gbps,
                "collectives": collectives, "collective_link_gbps": link,
                "port": port_reasons(dict((h, speeds.get(h)) for h in hosts), rated_gbps),
-               "transport": transport_reasons(dict((h, per_host[h].get("nccl_net")) for h in hosts)),
+               "transport": transport_reasons(dict((h, per_host[h].get("nccl_net")) for h in hosts),
+                                               rdma_expected(results, hosts, missing) if judged is not None else ()),
                "backend": (first or {}).get("backend")}
     nodes = node_verdicts(summary)
     for v in nodes:

@@ -34,7 +34,7 @@ def _ln(target, link):
 
 def add_function(root, pci, driver, netdev=None, rdma=None, up=False, speed=200000, mtu=1500, mac="3c:6d:66:00:00:01",
                  link_layer="Ethernet", rate="200 Gb/sec (2X NDR)", gids=None, pcie=("32.0 GT/s PCIe", "4"),
-                 sys_image_guid=None, node_guid=None):
+                 sys_image_guid=None, node_guid=None, max_pcie=None):
     """One PCI function with an optional netdev and RDMA device (with its GUIDs when given)."""
     domain = pci.split(":")[0]
     fdir = os.path.join(root, "devices", "pci%s:00" % domain, "%s:00:00.0" % domain, pci)
@@ -45,6 +45,9 @@ def add_function(root, pci, driver, netdev=None, rdma=None, up=False, speed=2000
     if pcie:
         _w(os.path.join(fdir, "current_link_speed"), pcie[0])
         _w(os.path.join(fdir, "current_link_width"), pcie[1])
+        # What the device can do; a link trained below it (max_pcie given) is a firmware/BIOS fault.
+        _w(os.path.join(fdir, "max_link_speed"), (max_pcie or pcie)[0])
+        _w(os.path.join(fdir, "max_link_width"), (max_pcie or pcie)[1])
     if netdev:
         ndir = os.path.join(fdir, "net", netdev)
         _w(os.path.join(ndir, "operstate"), "up" if up else "down")

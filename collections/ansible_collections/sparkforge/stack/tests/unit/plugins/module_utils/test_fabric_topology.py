@@ -12,7 +12,7 @@ import sys
 import pytest
 import yaml
 
-from ansible_collections.sparkforge.stack.plugins.module_utils.fabric import fabric, fabric_addr, topology
+from ansible_collections.sparkforge.stack.plugins.module_utils.fabric import fabric, fabric_addr, nccl_lib, topology
 from ansible_collections.sparkforge.stack.plugins.module_utils.plan import validate
 
 sys.path.insert(0, os.path.dirname(__file__))
@@ -95,20 +95,62 @@ def test_a_ring_of_three_gets_subnet_aware_routing_and_the_management_bootstrap(
                    "NCCL_IB_SUBNET_AWARE_ROUTING": "1", "NCCL_NET_PLUGIN": "none"}
 
 
-def test_a_ring_of_four_adds_the_ring_algorithm(tmp_path, data):
+def venv_with_nccl(tmp_path, version, markers=()):
+    """A stand-in venv whose torch carries NCCL statically (libtorch_cuda.so holding NCCL's version string and,
+    for the patched build, its markers), read as fabric_facts reads it."""
+    lib = tmp_path / "venv" / "lib" / "python3.12" / "site-packages" / "torch" / "lib"
+    lib.mkdir(parents=True)
+    body = b"\0" * 100 + ("NCCL version %s+cuda13.0" % version).encode() + b"\0"
+    body += b"".join(m.encode() + b"\0" for m in markers)
+    (lib / "libtorch_cuda.so").write_bytes(body)
+    return nccl_lib.read(str(tmp_path / "venv"), ["SWITCHLESS: skipping ncclTransportTreeConnect",
+                                                  "SWITCHLESS: skipping ncclTransportPatConnect"],
+                         system=str(tmp_path / "none"))
+
+
+@pytest.mark.parametrize("row", [pytest.param("X12", id="X12")])
+def test_a_ring_of_four_is_refused_on_stock_nccl_and_takes_the_patched_build(tmp_path, data, row):
     hosts = cluster(tmp_path, 4, all={"cabled": "both"})
+    stock = venv_with_nccl(tmp_path / "stock", "2.30.7")
+    assert stock["version"] == "2.30.7" and not stock["switchless"]
+    for h in hosts.values():
+        h["nccl"] = stock
+    _env, _notes, errors = topology.nccl_env("ring", names(4), hosts, data, "spark-3")
+    assert row and errors == [
+        "spark-3: a ring of 4 nodes needs the switchless NCCL (alexellis/switchless-nccl, SparkRing's patches) - "
+        "stock NCCL connects Tree and PAT between nodes the ring has not cabled - and NCCL 2.30.7 at %s is the stock "
+        "build (no SWITCHLESS: skipping ncclTransportTreeConnect / SWITCHLESS: skipping ncclTransportPatConnect in "
+        "it): put the nodes behind a switch (cluster_fabric_topology switch), or install that NCCL into the venv's "
+        "torch on every node (the plan then sets NCCL_ALGO=Ring, NCCL_IB_MERGE_NICS=0, NCCL_SKIP_TREE_CONNECT=1)"
+        % stock["path"]]
+    # Unread is refused too: a ring of four cannot be proven without the library.
+    for h in hosts.values():
+        h["nccl"] = nccl_lib.read(str(tmp_path / "absent"))
+    assert "its NCCL was not read" in topology.nccl_env("ring", names(4), hosts, data, "spark-3")[2][0]
+    patched = venv_with_nccl(tmp_path / "patched", "2.30.7", ["SWITCHLESS: skipping ncclTransportTreeConnect",
+                                                              "SWITCHLESS: skipping ncclTransportPatConnect"])
+    for h in hosts.values():
+        h["nccl"] = patched
     env, _notes, errors = topology.nccl_env("ring", names(4), hosts, data, "spark-3")
-    assert errors == [] and env["NCCL_ALGO"] == "Ring" and env["NCCL_IB_SUBNET_AWARE_ROUTING"] == "1"
+    assert errors == [] and env["NCCL_ALGO"] == "Ring" and env["NCCL_SKIP_TREE_CONNECT"] == "1"
+    assert env["NCCL_IB_MERGE_NICS"] == "0" and env["NCCL_IB_SUBNET_AWARE_ROUTING"] == "1"
+    # A ring of three on stock NCCL takes none of the patched build's variables.
+    three = cluster(tmp_path / "three", 3, all={"cabled": "both"})
+    env, _notes, errors = topology.nccl_env("ring", names(3), three, data, "spark-1")
+    assert errors == [] and "NCCL_SKIP_TREE_CONNECT" not in env and "NCCL_ALGO" not in env
 
 
-def test_a_ring_refuses_an_nccl_older_than_its_routing(tmp_path, data):
+@pytest.mark.parametrize("row", [pytest.param("X13", id="X13")])
+def test_a_ring_refuses_the_older_nccl_its_venv_loads_unasked(tmp_path, data, row):
+    """The NCCL minimum is checked against the library the venv's torch loads, not only a version the user gives."""
     hosts = cluster(tmp_path, 3, all={"cabled": "both"})
-    _env, _notes, errors = topology.nccl_env("ring", names(3), hosts, data, "spark-2", nccl_version="2.28.9-1")
-    assert errors == ["spark-2: NCCL 2.28.9-1 is older than the ring needs (2.30.7 or later, for "
-                      "NCCL_IB_SUBNET_AWARE_ROUTING, NCCL_NET_PLUGIN)"]
-    assert topology.nccl_env("ring", names(3), hosts, data, "spark-2", nccl_version="latest")[2] == [
-        "cluster_fabric_nccl_version 'latest' is not a version like 2.30.7"]
-    assert topology.nccl_env("ring", names(3), hosts, data, "spark-2", nccl_version="2.30.7-1")[2] == []
+    old = venv_with_nccl(tmp_path, "2.27.5")
+    for h in hosts.values():
+        h["nccl"] = old
+    _env, _notes, errors = topology.nccl_env("ring", names(3), hosts, data, "spark-2")
+    assert row and errors == [
+        "spark-2: NCCL 2.27.5 (%s) is older than the ring needs (2.30.7 or later, for NCCL_IB_SUBNET_AWARE_ROUTING, "
+        "NCCL_NET_PLUGIN): build NCCL 2.30.7 or later into the venv's torch" % old["path"]]
 
 
 @pytest.mark.parametrize("row", [pytest.param("X05", id="X05")])

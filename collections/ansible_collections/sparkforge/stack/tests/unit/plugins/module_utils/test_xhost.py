@@ -32,6 +32,30 @@ def test_link_speed_from_sysfs(tmp_path):
     assert xhost.parse_rate("\tSpeed: 100000Mb/s") == 100.0
 
 
+def test_a_ring_is_judged_against_the_fabric_port_not_the_management_port(tmp_path):
+    """In a ring the check's interface is the 10 GbE management port: the fabric port's rated 200 Gb/s comes
+    before it; the user's link_speed_gbps before both."""
+    net = tmp_path / "net" / "enP7s7"
+    net.mkdir(parents=True)
+    (net / "speed").write_text("10000\n")
+    assert xhost.check_rate(None, None, "enP7s7", sysfs=str(tmp_path)) == (10.0, str(net / "speed"))
+    speed, source = xhost.check_rate(None, 200.0, "enP7s7", sysfs=str(tmp_path))
+    assert speed == 200.0 and "fabric port" in source
+    assert xhost.check_rate(1.0, 200.0, "enP7s7", sysfs=str(tmp_path)) == (1.0, "link_speed_gbps")
+
+
+@pytest.mark.parametrize("n", [3, 4, 5, 6])
+def test_a_ring_pairs_only_cabled_neighbours_with_each_ends_other_cable_idle(n):
+    rounds = xhost.rounds_for(n, "ring")
+    cables = sorted((min(i, (i + 1) % n), max(i, (i + 1) % n)) for i in range(n))
+    assert sorted(p for r in rounds for p in r) == cables            # every cable once, no uncabled pair
+    for r in rounds:
+        ends = [x for p in r for x in p]
+        assert len(ends) == len(set(ends))                           # no node with both cables busy
+    assert len(rounds) == (2 if n % 2 == 0 else 3)
+    assert xhost.rounds_for(n, "switch") == xhost.pair_rounds(n)
+
+
 def test_a_host_whose_every_pair_is_slow_fails_and_is_named():
     # a, b, c on 200 Gb/s (25 GB/s); c's pairs reach 3 GB/s (12%), a-b 20 GB/s (80%).
     pairs = [pair("a", "b", 20.0), pair("a", "c", 3.0), pair("b", "c", 2.5), pair("a", "b", 12.0, size=1 << 23)]

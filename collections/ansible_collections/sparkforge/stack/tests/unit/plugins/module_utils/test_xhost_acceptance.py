@@ -170,6 +170,31 @@ def test_a_node_whose_nccl_went_over_sockets_is_named_though_its_pairs_pass():
     assert acceptance.transport_reasons({"a": [], "b": None}) == {}
 
 
+def test_a_ring_all_on_sockets_fails_every_node_where_rdma_was_expected():
+    """Every node's fabric port has RDMA up (expect_rdma, backend nccl) yet every NCCL went over sockets: no node is
+    the odd one, and still each fails, named with the transport NCCL reported. A node that printed no NCCL line
+    fails too (the transport is unproven), and gloo, which never uses RDMA, is not judged on it."""
+    hosts = ["x1", "x2", "x3", "x4"]
+    hosts, results, speeds = four_node_run(all_pairs(hosts, None), [], nccl=dict((h, SOCKETS_LOG) for h in hosts))
+    for h in hosts:
+        results[h].update(expect_rdma=True, backend="nccl")
+    results["x4"]["nccl_net"] = []
+    s = xhost.summarize(results, hosts, speeds, 0.5, min_busbw_fraction=0.5)
+    assert sorted(s["failed_hosts"]) == hosts, s["nodes"]
+    assert s["per_host"]["x2"]["reasons"] == [
+        "NCCL went over sockets (NET/Socket on enP7s7) though the fabric port has RDMA up: check NCCL_IB_HCA, "
+        "NCCL_IB_DISABLE and that the RDMA functions are active on it"]
+    assert s["per_host"]["x4"]["reasons"][0].startswith("NCCL printed no transport line")
+    # RoCE where RDMA was expected passes; gloo is not held to RDMA.
+    hosts, results, speeds = four_node_run(all_pairs(hosts, None), [], nccl=dict((h, ROCE_LOG) for h in hosts))
+    for h in hosts:
+        results[h].update(expect_rdma=True, backend="nccl")
+    assert xhost.summarize(results, hosts, speeds, 0.5)["failed_hosts"] == []
+    for h in hosts:
+        results[h].update(backend="gloo", nccl_net=[])
+    assert xhost.summarize(results, hosts, speeds, 0.5)["failed_hosts"] == []
+
+
 def test_parity_and_missing_nodes_in_the_verdict():
     summary = {"hosts": ["a", "b", "c"], "per_host": {}, "judged": None}
     nodes = acceptance.node_verdicts(summary, ["c: torch 2.9.1+cpu, where a has 2.13.0+cpu"])
