@@ -34,8 +34,7 @@ import socket
 
 from ansible.errors import AnsibleLookupError
 from ansible.plugins.lookup import LookupBase
-from ansible_collections.sparkforge.stack.plugins.module_utils.host.run_lock import (playbook_runs, process_start,
-                                                                                    this_run)
+from ansible_collections.sparkforge.stack.plugins.module_utils.host.run_lock import playbook_runs, process_start, this_run
 
 
 class LookupModule(LookupBase):

@@ -14,8 +14,9 @@ A second run refuses, naming them.  A lock is stale, and taken over with a messa
 * it cannot be read as a lock (a run killed while writing it cannot leave one: see ``_create``).
 
 Taking it is atomic: the text is written aside and hard-linked to the lock's name (``link`` fails when
-the name exists), so of two runs starting together exactly one wins; a stale lock is first removed under a breaker file made with O_EXCL (one run at a time removes it, and only if it is still the
-lock it judged stale) and the link then decides again.
+the name exists), so of two runs starting together exactly one wins; a stale lock is first removed
+under a breaker file made with O_EXCL (one run at a time removes it, and only if it is still the lock it
+judged stale) and the link then decides again.
 """
 
 from __future__ import absolute_import, division, print_function

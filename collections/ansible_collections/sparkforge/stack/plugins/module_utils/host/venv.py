@@ -10,9 +10,10 @@ pip call fails "No module named pip".  So a venv counts as made only when its co
 
 * no directory: create it;
 * marker and pip: nothing to do;
-* pip but no marker: a venv of an earlier version (or one killed after pip, before the marker):
-  complete, so it is marked, not remade;
-* anything else (no python, no pip): incomplete, removed and made again.
+* pip but no marker (and no ``PENDING`` beside it): a venv of an earlier version, complete, so it is
+  marked, not remade;
+* anything else (no python, no pip, ``PENDING`` beside it: pip may import while half unpacked):
+  incomplete, removed and made again.
 
 A directory is only ever removed when it is a venv (``pyvenv.cfg``) or one this job was making
 (``PENDING`` beside it, written before ``python -m venv`` starts and removed after the marker): never
@@ -63,6 +64,9 @@ class VenvJob(Job):
         else:
             problem = self._pip_problem(path)
             marked = os.path.exists(os.path.join(path, MARKER))
+            if os.path.exists(pending_path(path)):
+                # Killed while this job made it: pip may import yet be half unpacked.
+                problem = problem or "its making was interrupted"
             if problem is None and marked:
                 return Plan([], result)
             if problem is None:

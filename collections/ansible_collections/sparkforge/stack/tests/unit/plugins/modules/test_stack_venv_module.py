@@ -73,3 +73,4 @@ def test_a_directory_that_is_not_a_venv_is_refused_and_kept(tmp_path):
     open(pending_path(str(data)), "w").close()
     plan = _job(data, check_mode=True).plan()
     assert plan.state["action"] == "remake" and plan.result["reason"] == "no bin/python", plan.result
+
