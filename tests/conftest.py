@@ -79,7 +79,8 @@ def pytest_sessionfinish(session, exitstatus):
 # and the images), and the long runs that the quick lane (scripts/test quick) leaves to the full suite.
 TESTBED = {"test_api_container", "test_cuda_cusparselt_repo", "test_cuda_roles", "test_fleet_rollout",
            "test_journey", "test_offline_bundle", "test_xhost_containers"}
-FULL = (TESTBED - {"test_journey"}) | {"test_pytorch_roles", "test_ml_packages_module", "test_reproducible"}
+FULL = (TESTBED - {"test_journey"}) | {"test_pytorch_roles", "test_ml_packages_module", "test_reproducible",
+                                     "test_run_lock_local", "test_venv_interrupted"}
 
 
 def pytest_collection_modifyitems(config, items):

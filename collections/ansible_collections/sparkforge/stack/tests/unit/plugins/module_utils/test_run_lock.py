@@ -1,0 +1,104 @@
+"""The run lock: one run at a time on a host, stale locks found and taken over (real files, real processes)."""
+
+import json
+import multiprocessing
+import os
+
+import pytest
+
+from ansible_collections.sparkforge.stack.plugins.module_utils._common.job import JobError, LocalSystem
+from ansible_collections.sparkforge.stack.plugins.module_utils.host.run_lock import (RunLockJob, playbook_runs,
+                                                                                    process_start, read_lock)
+
+STARTED = 1764360000
+
+
+def _owner(pid, controller="ctl-a", started=STARTED):
+    return {"controller": controller, "pid": pid, "started": started, "run_id": "%s-%d" % (controller, pid)}
+
+
+def _job(path, owner, live_runs=None, state="present", check_mode=False, lease=3600, now=None):
+    params = {"path": str(path), "state": state, "owner": owner, "live_runs": live_runs or {}, "lease": lease,
+              "now": now}
+    return RunLockJob(params, LocalSystem(), check_mode)
+
+
+def _take(args):
+    path, pid, start_gate = args
+    # The racers are all alive (PID 99, of the stale lock, is not).
+    live = {str(p): STARTED for p in range(100, 140)}
+    start_gate.wait()
+    try:
+        _job(path, _owner(pid), live).run()
+        return pid
+    except JobError:
+        return None
+
+
+@pytest.mark.parametrize("over_a_stale_lock", [False, True])
+def test_of_runs_starting_together_exactly_one_takes_the_lock(tmp_path, over_a_stale_lock):
+    path = tmp_path / "lock" / "sparkforge.lock"
+    if over_a_stale_lock:
+        # A lock of PID 99, which none of the racers counts as live.
+        _job(path, _owner(99), {"99": STARTED}).run()
+    manager = multiprocessing.Manager()
+    gate = manager.Barrier(8)
+    with multiprocessing.Pool(8) as pool:
+        won = [pid for pid in pool.map(_take, [(str(path), 100 + n, gate) for n in range(8)]) if pid]
+    assert len(won) == 1, won
+    assert read_lock(str(path))["pid"] == won[0]
+    assert sorted(os.listdir(str(path.parent))) == ["sparkforge.lock"], "a file left aside"
+
+
+def test_a_live_holder_is_named_and_a_check_run_takes_nothing(tmp_path):
+    path = tmp_path / "sparkforge.lock"
+    preview = _job(path, _owner(100), check_mode=True).run()
+    assert preview["changed"] and not path.exists(), preview
+    first = _job(path, _owner(100), {"100": STARTED}).run()
+    assert first["changed"] and read_lock(str(path))["run_id"] == "ctl-a-100"
+    assert not _job(path, _owner(100), {"100": STARTED}).run()["changed"], "the holder retaking its own lock"
+    for check_mode in (True, False):
+        with pytest.raises(JobError) as refused:
+            _job(path, _owner(200), {"100": STARTED, "200": STARTED}, check_mode=check_mode).run()
+        assert "PID 100 on ctl-a, started 2025-11-28 20:00:00 UTC (run ctl-a-100)" in refused.value.msg, \
+            refused.value.msg
+    assert read_lock(str(path))["pid"] == 100
+    # Releasing: only the holder removes it.
+    assert not _job(path, _owner(200), state="absent").run()["changed"] and path.exists()
+    assert _job(path, _owner(100), state="absent", check_mode=True).run()["changed"] and path.exists()
+    assert _job(path, _owner(100), state="absent").run()["changed"] and not path.exists()
+
+
+def test_stale_by_pid_gone_or_reused_on_the_same_controller(tmp_path):
+    path = tmp_path / "sparkforge.lock"
+    _job(path, _owner(100), {"100": STARTED}).run()
+    reused = _job(path, _owner(200), {"100": STARTED + 50, "200": STARTED}).run()
+    assert "PID 100 on ctl-a is another process now" in reused["taken_over"], reused
+    assert read_lock(str(path))["pid"] == 200
+    gone = _job(path, _owner(300), {"300": STARTED}).run()
+    assert gone["taken_over"] == "PID 200 is gone on ctl-a" and read_lock(str(path))["pid"] == 300, gone
+
+
+def test_stale_by_lease_from_another_controller(tmp_path):
+    path = tmp_path / "sparkforge.lock"
+    _job(path, _owner(100, controller="ctl-b"), now=1000.0).run()
+    # Another controller's PID cannot be seen from here: within the lease it is live, whatever live_runs says.
+    with pytest.raises(JobError) as refused:
+        _job(path, _owner(100), {}, lease=3600, now=1000.0 + 3599).run()
+    assert "PID 100 on ctl-b" in refused.value.msg
+    over = _job(path, _owner(100), {}, lease=3600, now=1000.0 + 3601).run()
+    assert "longer than the lease (sparkforge_lock_lease: 3600 s)" in over["taken_over"], over
+    assert read_lock(str(path))["controller"] == "ctl-a"
+
+
+def test_a_file_that_is_not_a_lock_is_taken_over(tmp_path):
+    path = tmp_path / "sparkforge.lock"
+    path.write_text("{\"pid\": 1")  # cut short
+    taken = _job(path, _owner(100)).run()
+    assert "not a lock" in taken["taken_over"] and json.loads(path.read_text())["pid"] == 100
+
+
+def test_this_machines_processes_are_read_from_proc():
+    assert isinstance(process_start(os.getpid()), int)
+    assert process_start(2 ** 22 + 1) is None
+    assert all(isinstance(v, int) for v in playbook_runs().values())
