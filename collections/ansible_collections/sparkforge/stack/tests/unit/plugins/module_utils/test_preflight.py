@@ -311,6 +311,6 @@ def test_the_plan_resolves_the_ml_packages_the_role_installs():
     assert [s["detail"] for s in plan["steps"] if s["component"] == "ml_packages"] == ["packages einops"]
     items = []
     pf.compile_needs(config, ["ml_packages"], m, spark_facts(), "dgx_spark", ml_out=items)
-    assert items == [{"name": "einops", "requirement": "einops==0.8.0", "method": "wheel"}]
+    assert items == [{"name": "einops", "requirement": "einops==0.8.0", "method": "wheel", "optional": False}]
     with pytest.raises(pf.PlanError, match="unknown profile 'trainig'"):
         pf.compile_needs({"ml_profile": "trainig"}, ["ml_packages"], m, spark_facts(), "dgx_spark")
