@@ -79,6 +79,18 @@ def collection_names(roles_dir):
     return tags, keyword_vars
 
 
+def playbook_tags(playbook_dir):
+    """The tags the YAML files directly in the running playbook's directory use (unreadable ones are skipped:
+    Ansible itself reports a playbook it cannot read)."""
+    tags = set()
+    for path in sorted(glob.glob(os.path.join(playbook_dir, "*.yml")) + glob.glob(os.path.join(playbook_dir, "*.yaml"))):
+        try:
+            tags.update(names.tags_used(_load(path)))
+        except (OSError, yaml.YAMLError):
+            continue
+    return tags
+
+
 class LookupModule(LookupBase):
     def run(self, terms, variables=None, **kwargs):
         if len(terms) != 1 or not os.path.isdir(terms[0]):
@@ -86,6 +98,9 @@ class LookupModule(LookupBase):
         self.set_options(var_options=variables, direct=kwargs)
         variables = variables or {}
         tags, keyword_vars = collection_names(terms[0])
+        # The user's own playbooks beside the one running (a site's, a molecule scenario's) may tag their own tasks.
+        if variables.get("playbook_dir"):
+            tags.update(playbook_tags(variables["playbook_dir"]))
         groups = variables.get("groups") or {}
         hosts = sorted(set(host for members in groups.values() for host in members))
         group_names = sorted(groups)

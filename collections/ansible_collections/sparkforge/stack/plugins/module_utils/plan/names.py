@@ -22,6 +22,9 @@ import re
 
 # Tags Ansible gives a meaning itself (the playbooks guide of ansible-core: special tags).
 SPECIAL_TAGS = ("all", "always", "never", "tagged", "untagged")
+# The tags molecule skips in every converge and idempotence run (--skip-tags molecule-notest,notest), whether or
+# not a scenario uses them: a tool's own convention, not a user's typo.
+TOOL_TAGS = ("molecule-notest", "notest")
 # Play keywords templated when the play starts, from play and extra variables only (no inventory).
 PLAY_KEYWORDS = ("hosts", "serial", "max_fail_percentage", "any_errors_fatal", "gather_facts", "strategy",
                  "order", "throttle", "run_once")
@@ -68,7 +71,7 @@ def play_keyword_vars(document):
 
 def unknown_tags(run_tags, skip_tags, known):
     errors = []
-    known = set(known) | set(SPECIAL_TAGS)
+    known = set(known) | set(SPECIAL_TAGS) | set(TOOL_TAGS)
     for option, tags in (("--tags", run_tags), ("--skip-tags", skip_tags)):
         for tag in sorted(set(tags or ())):
             if tag not in known:

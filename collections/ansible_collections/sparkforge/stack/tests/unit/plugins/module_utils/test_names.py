@@ -6,7 +6,7 @@ __metaclass__ = type
 
 import os
 
-from ansible_collections.sparkforge.stack.plugins.lookup.run_names import collection_names
+from ansible_collections.sparkforge.stack.plugins.lookup.run_names import collection_names, playbook_tags
 from ansible_collections.sparkforge.stack.plugins.module_utils.plan import names
 
 ROLES = os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", "roles")
@@ -28,6 +28,16 @@ def test_a_tag_nobody_uses_is_refused_with_the_closest_known_first():
     assert errors[1].startswith("--skip-tags verfy:") and "known tags: verify, " in errors[1]
     assert names.unknown_tags(["all"], [], {"x"}) == []
     assert names.unknown_tags(["plan", "always"], ["never"], {"plan"}) == []
+
+
+def test_molecule_s_skip_tags_and_the_running_playbook_s_own_tags_are_known(tmp_path):
+    """molecule runs every converge with --skip-tags molecule-notest,notest; a site's playbook beside the one
+    running may tag its own tasks: neither is a typo."""
+    assert names.unknown_tags([], ["molecule-notest", "notest"], {"plan"}) == []
+    (tmp_path / "site.yml").write_text("- hosts: all\n  tasks:\n    - name: x\n      ansible.builtin.debug:\n"
+                                       "      tags: [site_extra]\n")
+    (tmp_path / "broken.yml").write_text("- hosts: [\n")
+    assert playbook_tags(str(tmp_path)) == {"site_extra"}
 
 
 def test_a_host_pattern_matching_nothing_is_refused_and_patterns_that_match_pass():
