@@ -22,9 +22,9 @@ import re
 
 # Tags Ansible gives a meaning itself (the playbooks guide of ansible-core: special tags).
 SPECIAL_TAGS = ("all", "always", "never", "tagged", "untagged")
-# The tags molecule skips in every converge and idempotence run (--skip-tags molecule-notest,notest), whether or
-# not a scenario uses them: a tool's own convention, not a user's typo.
-TOOL_TAGS = ("molecule-notest", "notest")
+# The tags molecule skips in its converge and idempotence runs (--skip-tags molecule-notest,notest and, for
+# idempotence, molecule-idempotence-notest), whether or not a scenario uses them: a tool's convention, not a typo.
+TOOL_TAGS = ("molecule-notest", "notest", "molecule-idempotence-notest")
 # Play keywords templated when the play starts, from play and extra variables only (no inventory).
 PLAY_KEYWORDS = ("hosts", "serial", "max_fail_percentage", "any_errors_fatal", "gather_facts", "strategy",
                  "order", "throttle", "run_once")

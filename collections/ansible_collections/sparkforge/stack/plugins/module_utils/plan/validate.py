@@ -67,7 +67,9 @@ UNSET = "__unset__"
 # (TORCH_CUDA_ARCH_LIST), jobs (auto or a count), serial (a count or a percentage).
 # empty: the empty string is allowed (it means "default" or "none" for that variable).
 RULES = {
-    "sparkforge_components": {"choices": COMPONENTS},
+    # An empty list installs nothing while the run says it provisioned: refused (-e sparkforge_components=$UNSET).
+    "sparkforge_components": {"choices": COMPONENTS, "nonempty": True},
+    "preflight_supported_distributions": {"nonempty": True},
     # Empty: no profile, only ml_packages_packages (the role's documented meaning).
     "sparkforge_ml_profile": {"empty": True},
     "ml_packages_profile": {"empty": True},
@@ -395,6 +397,13 @@ KIND_WORDS = {"path": "an absolute path", "path_or_url": "an absolute path or an
               "192.168.100.0/24", "generation": "a generation number", "serial": "a count or a percentage like 25%"}
 
 
+def empty_allowed(vtype, spec, rule):
+    """Whether an empty value (\"\", [], {}) is one the variable takes."""
+    if rule.get("nonempty"):
+        return False
+    return bool(rule.get("empty") or spec.get("empty") or vtype in ("list", "dict"))
+
+
 def wanted(spec, rule):
     """What a variable takes, in words (for the messages about an empty value)."""
     if rule.get("choices"):
@@ -466,9 +475,10 @@ def check_one(name, value, spec, protected=()):
     if kind is None and vtype == "str" and (name.endswith("_url") and not name.endswith("_repo_url")):
         kind = "url"
     # Empty where that means nothing: allowed where the rule says so or the role's own default is empty
-    # (the argument_specs lookup marks those: "none" or "the default" is what the role documents for it).
+    # (the argument_specs lookup marks those: "none" or "the default" is what the role documents for it). An
+    # empty list or mapping means "none" (no extra wheels, no patches), except where a rule says nonempty.
     if (is_empty(value) or vtype == "list" and isinstance(value, str) and not split_list(value)) \
-            and not (rule.get("empty") or spec.get("empty")):
+            and not empty_allowed(vtype, spec, rule):
         raise Invalid("%s is empty: give %s, or leave the variable unset for its default"
                       % (show(value), wanted(spec, rule)))
     if vtype == "bool":

@@ -36,9 +36,9 @@ def bad_values(name, passes_ansible=False):
     # Ansible's argument check refuses a null bool or number itself (naming it); validate_vars names the rest.
     if not spec.get("null") and not (passes_ansible and vtype in ("bool", "int", "float", "list", "dict")):
         options.append(st.none())
-    if vtype in ("str", "path", "list") and not (rule.get("empty") or spec.get("empty")):
+    if vtype in ("str", "path", "list") and not validate.empty_allowed(vtype, spec, rule):
         options.append(st.sampled_from(["", "  "]))
-    if vtype == "list" and not (rule.get("empty") or spec.get("empty")):
+    if vtype == "list" and not validate.empty_allowed(vtype, spec, rule):
         options.append(st.just([]))
     if vtype in ("int", "float"):
         if not passes_ansible:
