@@ -64,8 +64,8 @@ def cable_verdict(port, spec, measured=None):
         if gbps is None:
             reasons.append("%s: no bandwidth measured (a test that did not come back fails)" % direction)
         elif gbps < floor:
-            reasons.append("%s: %g Gb/s, below the floor of %g Gb/s (%s)" % (direction, gbps, floor,
-                                                                           measured_cause(gbps, spec)))
+            cause = measured_cause(gbps, spec)
+            reasons.append("%s: %g Gb/s, below the floor of %g Gb/s (%s)" % (direction, gbps, floor, cause))
     return {"port": port["name"], "functions": [f.get("netdev") or f.get("rdma") for f in port["functions"]],
             "verdict": "fail" if reasons else "pass", "reasons": reasons, "measured": dict(measured or {}),
             "floor_gbps": floor}

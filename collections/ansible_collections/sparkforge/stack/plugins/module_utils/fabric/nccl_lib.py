@@ -76,5 +76,4 @@ def read(venv, markers=(), system="/usr/lib"):
                     "switchless": bool(markers) and len(found) == len(set(markers)), "why": None}
         tried.append("%s: no NCCL version string" % path)
     return {"version": None, "path": None, "switchless": False, "markers": [],
-            "why": "no library torch could load holds an NCCL version string (%s)" % ("; ".join(tried) or
-                                                                                         "none found")}
+            "why": "no library torch could load holds an NCCL version string (%s)" % ("; ".join(tried) or "none found")}

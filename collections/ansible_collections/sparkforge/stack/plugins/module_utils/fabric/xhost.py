@@ -505,13 +505,13 @@ def summarize(results, hosts, speeds, min_fraction, min_gbs=None, min_busbw_frac
     link = min(known) if known else None
     collectives = judge_collectives(first.get("collectives"), len(hosts), link, min_busbw_fraction) \
         if judged is not None else []
+    expected = rdma_expected(results, hosts, missing) if judged is not None else ()
     summary = {"hosts": list(hosts), "per_host": per_host, "missing": missing, "failed_hosts": failed,
                "judged": judged, "min_fraction": min_fraction, "min_gbs": min_gbs,
                "min_busbw_fraction": min_busbw_fraction, "rated_gbps": rated_gbps,
                "collectives": collectives, "collective_link_gbps": link,
                "port": port_reasons(dict((h, speeds.get(h)) for h in hosts), rated_gbps),
-               "transport": transport_reasons(dict((h, per_host[h].get("nccl_net")) for h in hosts),
-                                               rdma_expected(results, hosts, missing) if judged is not None else ()),
+               "transport": transport_reasons(dict((h, per_host[h].get("nccl_net")) for h in hosts), expected),
                "backend": (first or {}).get("backend")}
     nodes = node_verdicts(summary)
     for v in nodes:

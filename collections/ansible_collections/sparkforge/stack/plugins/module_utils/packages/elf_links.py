@@ -224,7 +224,8 @@ class HostLinks:
 
 def check_library(info, host, beside=(), origin_dirs=()):
     """Problems of one library, as (kind, message): ``cuda_library``, a CUDA library it needs that the host
-    lacks; ``torch_symbol``, a torch symbol it leaves undefined that the venv's torch does not export.  ``beside``: library names shipped with it (the same wheel);
+    lacks; ``torch_symbol``, a torch symbol it leaves undefined that the venv's torch does not export.
+    ``beside``: library names shipped with it (the same wheel);
     ``origin_dirs``: its own directory and RUNPATH entries, where bundled libraries are found."""
     problems = []
     for name in info["needed"]:

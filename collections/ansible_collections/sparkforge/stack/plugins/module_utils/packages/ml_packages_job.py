@@ -207,7 +207,7 @@ def handle_package(check_mode, pip, item, installed, work, base_env, protected, 
         row["build"] = ml_gpu.build_record(item, installed, ml_gpu.cuda_of(env, pip.system))
         if not items:
             changes = ml_gpu.build_changes((pip.provenance.get(mp.canonical_name(item["name"])) or {}).get("build"),
-                                    row["build"])
+                                           row["build"])
             if changes:
                 rebuild = "rebuilt: the installed build differs from the plan (%s)" % "; ".join(changes)
     if not items and not rebuild:
@@ -241,7 +241,7 @@ def handle_package(check_mode, pip, item, installed, work, base_env, protected, 
 
     if method in ("wheel", "index") and (item.get("gpu_wheel") or item.get("gpu_build")):
         ok, touched = ml_gpu.prebuilt_install(pip, item, method, mine[0]["version"] if mine else None, row, work,
-                                       mp.build_env(item, method, base_env))
+                                              mp.build_env(item, method, base_env))
         row["duration_s"] = round(time.time() - started, 1)
         if not ok:
             row["status"] = "failed"

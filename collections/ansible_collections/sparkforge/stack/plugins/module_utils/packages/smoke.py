@@ -70,8 +70,8 @@ def validate(package, smoke):
     unknown = sorted(set(smoke) - set(SMOKE_KEYS))
     missing = [k for k in SMOKE_KEYS if smoke.get(k) in (None, "")]
     if unknown or missing:
-        raise SmokeError("%s: smoke needs %s%s" % (package, ", ".join(SMOKE_KEYS), "; unknown: %s" % ", ".join(unknown)
-                                                    if unknown else "; missing: %s" % ", ".join(missing)))
+        detail = "; unknown: %s" % ", ".join(unknown) if unknown else "; missing: %s" % ", ".join(missing)
+        raise SmokeError("%s: smoke needs %s%s" % (package, ", ".join(SMOKE_KEYS), detail))
     for key in ("rtol", "atol"):
         if isinstance(smoke[key], bool) or not isinstance(smoke[key], (int, float)) or smoke[key] < 0:
             raise SmokeError("%s: smoke.%s must be a number >= 0, got %r" % (package, key, smoke[key]))

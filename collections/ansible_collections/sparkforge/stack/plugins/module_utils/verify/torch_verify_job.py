@@ -165,7 +165,7 @@ class VerifyJob:
                 # directories, the venv's torch and nvidia-* wheels.
                 links = elf_links.HostLinks((params["env"] or {}).get("CUDA_HOME"), site_dir)
                 venv_result = gpu_audit.venv_audit(site_dir, raw["device"]["capability"],
-                                                     params["venv_audit_exempt"], links)
+                                                   params["venv_audit_exempt"], links)
             except (fatbin.FatbinError, OSError) as exc:
                 venv_result = {"verdict": None, "error": str(exc), "packages": {}, "failures": [],
                                "target": raw["device"]["capability"]}

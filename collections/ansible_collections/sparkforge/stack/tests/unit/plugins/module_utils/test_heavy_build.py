@@ -84,8 +84,8 @@ def test_deepspeed_builds_the_plans_list_once_per_class(matrix):
         hb.build_env("deepspeed", gb, "8.0;9.0a", 16, 126.0)
     # Its op selection is data in the entry's env: every op by default, those needing extra libraries left out.
     ops = matrix["deepspeed"]["source"]["env"]
-    assert ops["DS_BUILD_OPS"] == "1" and all(ops[v] == "0" for v in ("DS_BUILD_SPARSE_ATTN", "DS_BUILD_EVOFORMER_ATTN",
-                                                                       "DS_BUILD_CUTLASS_OPS", "DS_BUILD_GDS"))
+    left_out = ("DS_BUILD_SPARSE_ATTN", "DS_BUILD_EVOFORMER_ATTN", "DS_BUILD_CUTLASS_OPS", "DS_BUILD_GDS")
+    assert ops["DS_BUILD_OPS"] == "1" and all(ops[v] == "0" for v in left_out)
 
 
 def test_flash_attn_has_no_target_for_thor(matrix):
@@ -213,8 +213,8 @@ def test_audit_wheel_verdicts(tmp_path, gencodes, targets, ok, verdicts, message
 @pytest.fixture(scope="module")
 def sm80_sm90_wheel(tmp_path_factory):
     """One nvcc build shared by the request tests: SASS sm_80 and sm_90, no PTX."""
-    return _wheel(tmp_path_factory.mktemp("req"), "pkg", ["-gencode", "arch=compute_80,code=sm_80",
-                                                           "-gencode", "arch=compute_90,code=sm_90"])
+    gencode = ["-gencode", "arch=compute_80,code=sm_80", "-gencode", "arch=compute_90,code=sm_90"]
+    return _wheel(tmp_path_factory.mktemp("req"), "pkg", gencode)
 
 
 TORCH_LIST = {"arch_env": [{"name": "TORCH_CUDA_ARCH_LIST", "form": "torch"}]}

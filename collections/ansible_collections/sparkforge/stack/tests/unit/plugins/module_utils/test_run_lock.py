@@ -7,8 +7,8 @@ import os
 import pytest
 
 from ansible_collections.sparkforge.stack.plugins.module_utils._common.job import JobError, LocalSystem
-from ansible_collections.sparkforge.stack.plugins.module_utils.host.run_lock import (RunLockJob, playbook_runs,
-                                                                                    process_start, read_lock)
+from ansible_collections.sparkforge.stack.plugins.module_utils.host.run_lock import (
+    RunLockJob, playbook_runs, process_start, read_lock)
 
 STARTED = 1764360000
 

@@ -314,8 +314,8 @@ def test_gpu_wheel_holding_targets_not_asked_is_refused_where_the_list_is_honour
     row = _rows(result)["sparkforge-cudaext"]
     assert rc == 0 and row["status"] == "failed", result
     lib = row["audit"]["libraries"][0]
-    assert (lib["sass"], lib["extra"], lib["missing"], lib["verdicts"]) == (["sm_75", "sm_80"], ["sm_75"], [],
-                                                                             {"8.0": "native"})
+    expected = (["sm_75", "sm_80"], ["sm_75"], [], {"8.0": "native"})
+    assert (lib["sass"], lib["extra"], lib["missing"], lib["verdicts"]) == expected
     assert ("holds sm_75, not asked by TORCH_CUDA_ARCH_LIST=8.0: the build ignored TORCH_CUDA_ARCH_LIST "
             "(gpu_build.arch_list_honoured is true); not installed") in row["reason"]
     assert _pip_list(py) == before
@@ -336,8 +336,8 @@ def test_prebuilt_gpu_wheel_linked_to_another_cuda_is_refused_and_not_installed(
     subprocess.run(["gcc", "-shared", "-o", str(tmp_path / "k.so"), str(tmp_path / "k.o"), "-Wl,--no-as-needed",
                     "-L", str(tmp_path), "-l:libcudart.so.12"], check=True)
     links = str(tmp_path / "links")
-    build_wheel(links, "sparkforge-gpuwheel", "1.0", {"sparkforge_gpuwheel/__init__.py": "",
-                                                       "sparkforge_gpuwheel/_k.so": (tmp_path / "k.so").read_bytes()})
+    files = {"sparkforge_gpuwheel/__init__.py": "", "sparkforge_gpuwheel/_k.so": (tmp_path / "k.so").read_bytes()}
+    build_wheel(links, "sparkforge-gpuwheel", "1.0", files)
     venv = str(tmp_path / "venv")
     py = _venv(venv, index["custom_torch"])
     before = _pip_list(py)
