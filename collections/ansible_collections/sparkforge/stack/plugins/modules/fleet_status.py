@@ -113,8 +113,10 @@ def main():
                     module.fail_json(msg=str(exc))
             data = lineages[lineage]
         row = gen.compare(host, record, said.get("installed") or {}, data)
-        # What changed in the venv since its last proof (venv_proof with since): drifted, naming each package.
-        if said.get("drift"):
+        # What changed in the venv since its last proof (venv_proof with since): drifted, naming each package. A
+        # host whose generation record says an install is under way or broke off (partial) is reported as that:
+        # its venv differs from the last proof because the install was not finished, not because it drifted.
+        if said.get("drift") and not row.get("partial"):
             row["drift"] = said["drift"]
             row["verdict"] = "drifted: %s" % "; ".join(d["words"] for d in said["drift"])
         rows.append(row)
