@@ -115,8 +115,9 @@ def main():
         row = gen.compare(host, record, said.get("installed") or {}, data)
         # What changed in the venv since its last proof (venv_proof with since): drifted, naming each package. A
         # host whose generation record says an install is under way or broke off (partial) is reported as that:
-        # its venv differs from the last proof because the install was not finished, not because it drifted.
-        if said.get("drift") and not row.get("partial"):
+        # its venv differs from the last proof because the install was not finished, not because it drifted; a host
+        # rolled back to its previous generation likewise (its verdict says so).
+        if said.get("drift") and not row.get("partial") and row.get("state") != "rolled_back":
             row["drift"] = said["drift"]
             row["verdict"] = "drifted: %s" % "; ".join(d["words"] for d in said["drift"])
         rows.append(row)
