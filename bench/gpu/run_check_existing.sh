@@ -14,9 +14,9 @@ VENV=$(dirname "$(dirname "$PY")")
 export SPARKFORGE_GPU_PYTHON=$PY SPARKFORGE_GPU_VENV=$VENV PYTHONUNBUFFERED=1
 mkdir -p "$OUT"
 cd "$REPO"
-"$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "${WHEELS:-$REPO/.whl}"/*.whl
-export PYTHONPATH=/tmp/site ANSIBLE_CONFIG=$REPO/ansible.cfg
-export ANSIBLE_LOCAL_TEMP=/tmp/ansible-local ANSIBLE_REMOTE_TEMP=/tmp/ansible-remote
+# shellcheck source=bench/gpu/lib.sh
+source "$REPO/bench/gpu/lib.sh"
+carry_ansible || exit 3
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1 | tee "$OUT/device.txt"
 TORCH_VERSION=$("$PY" -c 'import torch; print(torch.__version__.split("+")[0])')
 snapshot() {  # what a run may change on the host: the venv, the stack's files, the shell profile, the host's reports

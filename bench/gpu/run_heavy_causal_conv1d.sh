@@ -15,9 +15,9 @@ VENV=$(dirname "$(dirname "$PY")")
 export SPARKFORGE_GPU_PYTHON=$PY SPARKFORGE_GPU_VENV=$VENV PYTHONUNBUFFERED=1
 mkdir -p "$OUT"
 cd "$REPO"
-"$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "$WHEELS"/*.whl
-export PYTHONPATH=/tmp/site ANSIBLE_CONFIG=$REPO/ansible.cfg
-export ANSIBLE_LOCAL_TEMP=/tmp/ansible-local ANSIBLE_REMOTE_TEMP=/tmp/ansible-remote
+# shellcheck source=bench/gpu/lib.sh
+source "$REPO/bench/gpu/lib.sh"
+carry_ansible || exit 3
 nvidia-smi --query-gpu=name,compute_cap,driver_version --format=csv,noheader | head -1 | tee "$OUT/device.txt"
 echo "cpus $(nproc); $(grep -E 'MemTotal|MemAvailable' /proc/meminfo | tr -s ' ' | tr '\n' ' ')" | tee -a "$OUT/device.txt"
 # The fact the fix rests on: torch's cpp_extension drops TORCH_CUDA_ARCH_LIST when a flag names an arch.

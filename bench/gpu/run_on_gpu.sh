@@ -21,8 +21,9 @@ echo "== $(date -u +%FT%TZ) host $(hostname) python $PY"
 nvidia-smi --query-gpu=name,compute_cap,driver_version,memory.total --format=csv
 
 echo "== install Ansible from carried wheels"
-"$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "$WHEELS"/*.whl
-export PYTHONPATH=/tmp/site
+# shellcheck source=bench/gpu/lib.sh
+source "$REPO/bench/gpu/lib.sh"
+carry_ansible || exit 3
 "$PY" -c 'import ansible; print("ansible-core", ansible.__version__ if hasattr(ansible, "__version__") else "")' || true
 
 if [ -z "${SKIP_AUDIT:-}" ]; then

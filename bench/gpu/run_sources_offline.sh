@@ -16,8 +16,9 @@ PY=${SPARKFORGE_GPU_PYTHON:-/opt/torch/.venv/bin/python3}
 export SPARKFORGE_GPU_PYTHON=$PY SPARKFORGE_GPU_VENV=$(dirname "$(dirname "$PY")") PYTHONUNBUFFERED=1
 mkdir -p "$OUT"
 cd "$REPO"
-"$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "${WHEELS:-$REPO/.whl}"/*.whl
-export PYTHONPATH=/tmp/site ANSIBLE_CONFIG=$REPO/ansible.cfg
+# shellcheck source=bench/gpu/lib.sh
+source "$REPO/bench/gpu/lib.sh"
+carry_ansible || exit 3
 TORCH_VERSION=$("$PY" -c 'import torch; print(torch.__version__.split("+")[0])')
 # Every component (the one list, validate.COMPONENTS), over the inventory's [runtime_env, verify].
 ALL=$(PYTHONPATH=$REPO/collections "$PY" -c 'import json; from ansible_collections.sparkforge.stack.plugins.module_utils.plan.validate import COMPONENTS; print(json.dumps({"sparkforge_components": list(COMPONENTS)}))')

@@ -13,9 +13,9 @@ PY=${SPARKFORGE_GPU_PYTHON:-/opt/torch/.venv/bin/python3}
 export SPARKFORGE_GPU_PYTHON=$PY SPARKFORGE_GPU_VENV=$(dirname "$(dirname "$PY")") PYTHONUNBUFFERED=1
 mkdir -p "$OUT"
 cd "$REPO"
-"$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "${WHEELS:-$REPO/.whl}"/*.whl
-export PYTHONPATH=/tmp/site ANSIBLE_CONFIG=$REPO/ansible.cfg
-export ANSIBLE_LOCAL_TEMP=/tmp/ansible-local ANSIBLE_REMOTE_TEMP=/tmp/ansible-remote
+# shellcheck source=bench/gpu/lib.sh
+source "$REPO/bench/gpu/lib.sh"
+carry_ansible || exit 3
 DEVICE=$(nvidia-smi --query-gpu=name,driver_version,power.limit,clocks.max.sm --format=csv,noheader | head -1)
 echo "== $(date -u +%FT%TZ) $DEVICE"
 TORCH_VERSION=$("$PY" -c 'import torch; print(torch.__version__.split("+")[0])')

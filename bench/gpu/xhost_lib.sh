@@ -2,11 +2,11 @@
 # the GPUs' link speed the xhost play judges against. Reads PY, REPO, BACKEND, LOG, WHEELS, SKIP_INSTALL,
 # ANSIBLE_PLAYBOOK, LINK_GBPS; sets PYTHONPATH, PLAYBOOK, LINK_GBPS.
 
-install_ansible() {  # Ansible (and its dependencies) from the wheels into /tmp/site, unless SKIP_INSTALL
+# shellcheck source=bench/gpu/lib.sh
+source "$REPO/bench/gpu/lib.sh"
+install_ansible() {  # Ansible (and its dependencies) from the wheels (lib.sh's carry_ansible), unless SKIP_INSTALL
     if [ -z "${SKIP_INSTALL:-}" ]; then
-        "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
-            "${WHEELS:-$REPO/.whl}"/*.whl || exit 3
-        export PYTHONPATH=/tmp/site
+        carry_ansible || exit 3
     fi
     PLAYBOOK=${ANSIBLE_PLAYBOOK:-$PY /tmp/site/bin/ansible-playbook}
 }
