@@ -18,7 +18,7 @@ description:
     components the run installs - torch's release and local tag (its CUDA build), torchvision and torchaudio,
     each required ML package the profile installs.
   - With O(runtime_env), each runtime profile file runtime_env wrote is read and its C(export) lines compared with
-    the variables the role computed from the plan (env vars, arch list, paths); with O(verify_report), verify's
+    the variables the role computed from the plan (env vars, arch list, paths); with O(verdict_report), verify's
     verdict is part of the proof (a failed or missing report differs).
   - Reads only; changes nothing. A host is C(provisioned) only when RV(differences) is empty.
   - With O(since) (the record a proven run kept, RV(compared)), compares the venv with that record instead of
@@ -64,7 +64,7 @@ options:
         type: list
         elements: path
         required: true
-  verify_report:
+  verdict_report:
     description:
       - The JSON report verify wrote in this run (where verify is a component); an empty value or a missing file is
         no report, which differs, as a report that did not pass does.
@@ -159,7 +159,7 @@ ARGUMENT_SPEC = dict(
     ml_packages=dict(type="list", elements="dict"),
     runtime_env=dict(type="dict", options=dict(variables=dict(type="dict", required=True),
                                                files=dict(type="list", elements="path", required=True))),
-    verify_report=dict(type="str"),
+    verdict_report=dict(type="str"),
 )
 
 
@@ -230,8 +230,8 @@ def main():
         files = dict((path, read_text(module, path)) for path in params["runtime_env"]["files"])
         diffs += proof.profile_differences(params["runtime_env"]["variables"], files)
         profiles = dict((path, proof.parse_profile(text)) for path, text in files.items() if text is not None)
-    if params["verify_report"] is not None:
-        diffs += proof.verify_differences(read_report(module, params["verify_report"]))
+    if params["verdict_report"] is not None:
+        diffs += proof.verify_differences(read_report(module, params["verdict_report"]))
     state, error = proof.state_of(diffs)
     module.exit_json(changed=False, proven=not diffs, state=state, error=error, differences=diffs,
                      installed=found["dists"], compared=proof.compared(want, found), profile=profiles,
