@@ -59,6 +59,41 @@ def test_names_that_match_nothing_are_refused_in_one_run_before_any_change(tmp_p
     assert git_status() == status_before
 
 
+@pytest.mark.parametrize("book,variable", [
+    pytest.param("playbooks/cluster.yml", "cluster_group", id="cluster"),
+    pytest.param("playbooks/xhost.yml", "xhost_group", id="xhost"),
+])
+def test_a_group_typo_stops_every_playbook_that_changes_a_host(tmp_path, book, variable):
+    """G03 through cluster.yml and xhost.yml, whose plays run on the group given: a group matching no host used to
+    leave every play empty and the run end "successful". The names check runs first, on the controller."""
+    host = make_host(tmp_path, None, "index", torch=False, venv=False, components=TORCH_ONLY)
+    before, status_before = snapshot(*watched(host)), git_status()
+    proc = run_book(host, book, "-e", "%s=spraks" % variable)
+    out = proc.stdout
+    assert proc.returncode == 2, out[-3000:]
+    assert "-e %s: 'spraks' matches no host or group of the inventory; known groups: " % variable in out, out[-3000:]
+    assert "1 name(s) given to the run match nothing, nothing was changed" in out, out[-3000:]
+    assert "Check the variables set for this host" not in out, "a play of the group ran"
+    assert snapshot(*watched(host)) == before
+    assert git_status() == status_before
+
+
+def test_the_cli_cluster_group_typo_is_refused_naming_the_known_groups(tmp_path):
+    """G03 through `sparkforge cluster -g spraks`: the CLI's run of cluster.yml fails, naming the group."""
+    host = make_host(tmp_path, None, "index", torch=False, venv=False, components=TORCH_ONLY)
+    env = dict((k, v) for k, v in os.environ.items() if not k.startswith("PIP_"))
+    env.update(PYTHONPATH=os.path.join(REPO, "src"), ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"),
+               ANSIBLE_LOCAL_TEMP=str(tmp_path / "ansible-tmp"))
+    before = snapshot(*watched(host))
+    proc = subprocess.run([sys.executable, "-m", "sparkforge.cli", "--project-dir", REPO, "cluster", "--plain", "-i",
+                           host["inventory"], "-g", "spraks"], cwd=REPO, env=env, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, universal_newlines=True, timeout=300, check=False)
+    assert proc.returncode != 0, proc.stdout[-3000:]
+    assert "-e cluster_group: 'spraks' matches no host or group of the inventory; known groups: " in proc.stdout, \
+        proc.stdout[-3000:]
+    assert snapshot(*watched(host)) == before
+
+
 @pytest.mark.parametrize("row_id", [pytest.param("G07", id="G07")])
 def test_a_key_written_twice_in_the_inventory_stops_the_run_naming_it(tmp_path, row_id):
     """G07: the repository's ansible.cfg makes a duplicate YAML key an error, naming the key and the line."""

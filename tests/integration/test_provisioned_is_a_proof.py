@@ -3,7 +3,8 @@
 pip reading no index), two runs: a required ML package that cannot be installed fails the host and the
 run, its state and error naming the package; a real run limited to `--tags preflight` installs nothing
 and ends `checked`, not provisioned (nor a provisioned line in fleet-history.jsonl).  Then a proven host
-whose torch is replaced is reported drifted by `sparkforge status`, naming both versions.  The comparison
+whose torch is replaced and whose runtime profile is edited is reported drifted by `sparkforge status`, naming
+both versions, the file and the variable.  The comparison
 itself is unit-tested in tests/unit/plugins/module_utils/test_venv_proof.py (a real venv)."""
 from __future__ import absolute_import, division, print_function
 
@@ -55,19 +56,27 @@ def test_a_failed_required_package_fails_the_run_and_tags_preflight_ends_checked
 
 
 def test_a_proven_host_whose_torch_changed_since_is_reported_drifted(tmp_path, template_venv):  # noqa: F811
-    """Provisioned (the venv proven against the plan, the proof kept on the host), then a `pip install` over
-    torch: `sparkforge status` names torch with both versions and exits non-zero."""
-    host = make_host(tmp_path, template_venv, "existing", components=["pytorch"])
+    """Provisioned (the venv and the runtime profile files proven against the plan, the proof kept on the host),
+    then a `pip install` over torch and an edit of the profile's arch list: `sparkforge status` names torch with
+    both versions, the file and the variable, and exits non-zero."""
+    host = make_host(tmp_path, template_venv, "existing", components=["pytorch", "runtime_env"])
     proc, _ = playbook(host)
     assert proc.returncode == 0, proc.stdout[-4000:]
     entry, last = summary_and_last_line(host)
     assert entry["state"] == "provisioned" and entry["error"] is None, entry
+    profile = host["root"] / "profile.d" / "sparkforge.sh"
+    hook = host["prefix"] / "venv" / "bin" / "sparkforge-env.sh"
     with open(host["prefix"] / "provisioned.json") as handle:
-        assert json.load(handle)["compared"] == {"torch": "2.11.0"}
+        record = json.load(handle)
+    assert record["compared"] == {"torch": "2.11.0"}
+    # Each file runtime_env wrote, with the variables it exports (the plan's arch list among them).
+    assert sorted(record["profile"]) == sorted([str(profile), str(hook)]), record
+    assert record["profile"][str(profile)]["TORCH_CUDA_ARCH_LIST"] == "9.0", record
 
     site = site_packages(str(host["prefix"] / "venv"))
     shutil.rmtree(os.path.join(site, "torch-2.11.0.dist-info"))
     add_dist(site, "torch", "2.10.0")
+    profile.write_text(profile.read_text().replace("TORCH_CUDA_ARCH_LIST=9.0", "TORCH_CUDA_ARCH_LIST=8.0"))
     env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"), ANSIBLE_NOCOLOR="1",
                PYTHONPATH=os.path.join(REPO, "src"), ANSIBLE_LOCAL_TEMP=str(host["root"] / "ansible-tmp"))
     status = subprocess.run([sys.executable, "-m", "sparkforge.cli", "status", "-i", host["inventory"]], cwd=REPO,
@@ -75,3 +84,5 @@ def test_a_proven_host_whose_torch_changed_since_is_reported_drifted(tmp_path, t
                             timeout=300, check=False)
     assert status.returncode != 0, status.stdout[-4000:]
     assert "drifted: torch 2.11.0 at the last provisioning, now 2.10.0" in status.stdout, status.stdout[-4000:]
+    assert "%s edited since the last provisioning: TORCH_CUDA_ARCH_LIST=8.0, last proof 9.0" % profile \
+        in status.stdout, status.stdout[-4000:]

@@ -19,7 +19,8 @@ description:
   - Gives each host a verdict against its lineage's generations in the wheelhouse - C(current) (the newest
     generation, every wheel as recorded), C(behind) (an older generation), C(diverged) (a wheel the venv holds
     is not the generation's), C(partial) (an install was interrupted), C(on pruned generation N),
-    C(drifted) (a distribution the last proof recorded is at another version now, or gone - each named with both),
+    C(drifted) (a distribution the last proof recorded is at another version now, or gone - each named with both;
+    a runtime profile file it recorded edited or gone - named with the variable),
     C(never upgraded) (no record), or C(unreachable).
   - Writes C(fleet-status.json) into O(report_dir) when given. Reading it is not a change.
 author:

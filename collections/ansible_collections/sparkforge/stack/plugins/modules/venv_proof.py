@@ -17,9 +17,13 @@ description:
     evaluate each planned ML package requirement, then compares them with the plan (sparkforge_plan) for the
     components the run installs - torch's release and local tag (its CUDA build), torchvision and torchaudio,
     each required ML package the profile installs.
+  - With O(runtime_env), each runtime profile file runtime_env wrote is read and its C(export) lines compared with
+    the variables the role computed from the plan (env vars, arch list, paths); with O(verdict_report), verify's
+    verdict is part of the proof (a failed or missing report differs).
   - Reads only; changes nothing. A host is C(provisioned) only when RV(differences) is empty.
   - With O(since) (the record a proven run kept, RV(compared)), compares the venv with that record instead of
-    the plan - what drifted since the host was provisioned (C(sparkforge status)).
+    the plan - what drifted since the host was provisioned (C(sparkforge status)), the runtime profile files the
+    record names included (a file edited since, naming the variable).
 author:
   - sparkforge developers (@sparkforge)
 options:
@@ -45,6 +49,26 @@ options:
         method, status), compared instead of the plan's list; a skipped or optional row is not compared.
     type: list
     elements: dict
+  runtime_env:
+    description:
+      - What runtime_env wrote in this run - C(variables) (name to value, as the role computed them) and C(files)
+        (the profile files it wrote, each holding them as C(export) lines).
+    type: dict
+    suboptions:
+      variables:
+        description: Variable name to value.
+        type: dict
+        required: true
+      files:
+        description: The profile files (absolute paths).
+        type: list
+        elements: path
+        required: true
+  verdict_report:
+    description:
+      - The JSON report verify wrote in this run (where verify is a component); an empty value or a missing file is
+        no report, which differs, as a report that did not pass does.
+    type: str
   cuda_major:
     description: The host's CUDA major version (what a source or wheelhouse torch is built against).
     type: int
@@ -110,6 +134,10 @@ compared:
   description: The compared distributions at their installed versions (what a proven run records for O(since)).
   returned: success
   type: dict
+profile:
+  description: Each runtime profile file compared, path to the variables it exports (what a proven run records).
+  returned: success
+  type: dict
 recorded:
   description: With O(since), whether the record exists.
   returned: success
@@ -129,7 +157,33 @@ ARGUMENT_SPEC = dict(
     since=dict(type="path"),
     cuda_major=dict(type="int", default=13),
     ml_packages=dict(type="list", elements="dict"),
+    runtime_env=dict(type="dict", options=dict(variables=dict(type="dict", required=True),
+                                               files=dict(type="list", elements="path", required=True))),
+    verdict_report=dict(type="str"),
 )
+
+
+def read_text(module, path):
+    """The file's text, None when it is missing."""
+    if not os.path.exists(path):
+        return None
+    try:
+        with open(path) as handle:
+            return handle.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        module.fail_json(msg="%s cannot be read for the proof: %s" % (path, exc))
+
+
+def read_report(module, path):
+    """verify's report, parsed; None when there is none; a report that is not JSON is one that did not pass."""
+    text = read_text(module, path) if path else None
+    if text is None:
+        return None
+    try:
+        report = json.loads(text)
+    except ValueError as exc:
+        return {"passed": False, "failures": ["%s is not a JSON report (%s)" % (path, exc)]}
+    return report if isinstance(report, dict) else {"passed": False, "failures": ["%s holds no report" % path]}
 
 
 def probe(module, venv, reqs):
@@ -152,25 +206,36 @@ def main():
                            mutually_exclusive=[("plan", "since")])
     params = module.params
     if params["since"]:
-        recorded = None
+        recorded, profiles = None, {}
         if os.path.exists(params["since"]):
             try:
                 with open(params["since"]) as handle:
-                    recorded = json.load(handle)["compared"]
-            except (ValueError, KeyError, TypeError, OSError) as exc:
+                    record = json.load(handle)
+                recorded, profiles = record["compared"], record.get("profile") or {}
+            except (ValueError, KeyError, TypeError, AttributeError, OSError) as exc:
                 module.fail_json(msg="%s is not a proof record (%s): remove it, or provision the host again"
                                  % (params["since"], exc))
         found = probe(module, params["venv"], [])
         diffs = proof.drift(recorded or {}, found["dists"])
+        diffs += proof.profile_drift(profiles, dict((path, read_text(module, path)) for path in profiles))
         module.exit_json(changed=False, proven=not diffs, state="drifted" if diffs else "unchanged",
                          error="; ".join(d["words"] for d in diffs) or None, differences=diffs,
-                         installed=found["dists"], compared=recorded or {}, recorded=recorded is not None)
+                         installed=found["dists"], compared=recorded or {}, profile=profiles,
+                         recorded=recorded is not None)
     want = proof.expected(params["plan"], params["components"], params["cuda_major"], params["ml_packages"])
     found = probe(module, params["venv"], proof.requirements(want))
     diffs = proof.differences(want, found)
+    files, profiles = {}, {}
+    if params["runtime_env"]:
+        files = dict((path, read_text(module, path)) for path in params["runtime_env"]["files"])
+        diffs += proof.profile_differences(params["runtime_env"]["variables"], files)
+        profiles = dict((path, proof.parse_profile(text)) for path, text in files.items() if text is not None)
+    if params["verdict_report"] is not None:
+        diffs += proof.verify_differences(read_report(module, params["verdict_report"]))
     state, error = proof.state_of(diffs)
     module.exit_json(changed=False, proven=not diffs, state=state, error=error, differences=diffs,
-                     installed=found["dists"], compared=proof.compared(want, found), recorded=False)
+                     installed=found["dists"], compared=proof.compared(want, found), profile=profiles,
+                     recorded=False)
 
 
 if __name__ == "__main__":

@@ -10,6 +10,11 @@ site-packages) and evaluates each planned requirement with the packaging library
 ``differences`` compares the two and says, per component, what differs; [] is the proof.  A proven
 host keeps ``compared`` (each compared distribution at its version); ``drift`` later says which of them
 the venv no longer holds at that version (`sparkforge status`: a pip install over torch since).
+
+Beyond the venv: the runtime profile files runtime_env wrote (each file's exported variables against the ones
+the role computed from the plan: env vars, arch list, paths; ``profile_differences``, and ``profile_drift``
+against the variables a proven run recorded) and verify's verdict where verify is a component
+(``verify_differences``: a failed or missing report).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -18,6 +23,7 @@ __metaclass__ = type
 
 import json
 import re
+import shlex
 
 from ansible_collections.sparkforge.stack.plugins.module_utils.plan.torch_result import planned_build
 from ansible_collections.sparkforge.stack.plugins.module_utils.plan.torch_result import split_version
@@ -158,4 +164,90 @@ def drift(recorded, dists):
             out.append({"component": "drift", "package": name, "planned": recorded[name], "installed": have,
                         "words": "%s %s at the last provisioning, now %s" % (name, recorded[name],
                                                                              have or "not installed")})
+    return out
+
+
+# The value given to a line of a profile that is not shell words (an edit that broke the file).
+UNREADABLE = "<not shell words>"
+
+
+def parse_profile(text):
+    """{NAME: value} of a profile's `export NAME=value` lines (shell-quoted values unquoted); other lines -
+    comments, blanks - are not variables.  A line that does not parse as shell words is kept under its text
+    (value UNREADABLE), so an edit that breaks the file differs from every plan."""
+    found = {}
+    # Lines as the shell splits them: at a newline only (splitlines would also split at U+0085 in a value).
+    for line in (text or "").split("\n"):
+        line = line.strip(" \t\r")
+        if not line.startswith("export "):
+            continue
+        try:
+            words = shlex.split(line[len("export "):])
+        except ValueError:
+            found[line] = UNREADABLE
+            continue
+        for word in words:
+            name, sep, value = word.partition("=")
+            found[name] = value if sep else None
+    return found
+
+
+def _profile_words(name, want, have, base):
+    if have == UNREADABLE:
+        return "%s: a line the shell cannot read" % name
+    if want is None:
+        return "%s=%s, not in the %s" % (name, have, base)
+    return "%s%s, %s %s" % (name, " unset" if have is None else "=%s" % have, base, want)
+
+
+def profile_differences(variables, files):
+    """[{component: runtime_env, ...}] of each profile file (path -> text, None: missing) whose exported
+    variables are not ``variables`` (what runtime_env computed from the plan), one entry per variable."""
+    want = dict((k, str(v)) for k, v in (variables or {}).items())
+    out = []
+    for path in sorted(files or {}):
+        text = files[path]
+        if text is None:
+            out.append({"component": "runtime_env", "package": path, "planned": "%d variable(s)" % len(want),
+                        "installed": None, "words": "runtime_env: %s is missing" % path})
+            continue
+        have = parse_profile(text)
+        for name in sorted(set(want) | set(have)):
+            if want.get(name) != have.get(name):
+                out.append({"component": "runtime_env", "package": path, "planned": want.get(name),
+                            "installed": have.get(name),
+                            "words": "runtime_env: %s: %s" % (path, _profile_words(name, want.get(name),
+                                                                                    have.get(name), "plan"))})
+    return out
+
+
+def verify_differences(report):
+    """[] when verify's report (its JSON, parsed; None: no report) passed, else one entry saying why."""
+    if report is None:
+        return [{"component": "verify", "package": "verify", "planned": "passed", "installed": None,
+                 "words": "verify: no report, though verify is a component of the run"}]
+    if report.get("passed") is True:
+        return []
+    failures = [str(f) for f in report.get("failures") or []]
+    return [{"component": "verify", "package": "verify", "planned": "passed", "installed": "failed",
+             "words": "verify: failed (%s)" % ("; ".join(failures[:3]) or report.get("summary") or "no reason given")}]
+
+
+def profile_drift(recorded, files):
+    """[{component: drift, ...}] of each profile file (path -> text, None: missing) whose exported variables
+    are not those a proven run recorded (path -> {NAME: value}): edited since, named with the variable."""
+    out = []
+    for path in sorted(recorded or {}):
+        text = (files or {}).get(path)
+        if text is None:
+            out.append({"component": "drift", "package": path, "planned": "present", "installed": None,
+                        "words": "%s written at the last provisioning, now missing" % path})
+            continue
+        have, want = parse_profile(text), recorded[path] or {}
+        for name in sorted(set(want) | set(have)):
+            if want.get(name) != have.get(name):
+                out.append({"component": "drift", "package": path, "planned": want.get(name),
+                            "installed": have.get(name),
+                            "words": "%s edited since the last provisioning: %s" % (
+                                path, _profile_words(name, want.get(name), have.get(name), "last proof"))})
     return out

@@ -12,8 +12,11 @@ import sys
 
 import packaging
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from ansible_collections.sparkforge.stack.plugins.module_utils.fleet import proof
+from ansible_collections.sparkforge.stack.plugins.module_utils.host import env_file
 
 PLAN = {
     "torch": {"version": "2.11.0", "source": "index", "index_url": "https://download.pytorch.org/whl/cu130"},
@@ -141,3 +144,63 @@ def test_a_pip_install_over_torch_since_the_proof_is_drift_naming_both_versions(
     install(site, "torch", "2.10.0")
     assert [d["words"] for d in proof.drift(kept, probe(root, want)["dists"])] == [
         "torch 2.11.0+cu130 at the last provisioning, now 2.10.0"]
+
+
+# The runtime profile: each file runtime_env wrote, read back as the shell reads its export lines.
+ENV = {"TORCH_CUDA_ARCH_LIST": "9.0;12.1", "TRITON_PTXAS_PATH": "/usr/local/cuda/bin/ptxas",
+       "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}
+
+
+@settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(st.dictionaries(st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,12}", fullmatch=True),
+                       st.text(st.characters(blacklist_characters="\n\r\x00", blacklist_categories=("Cs",)),
+                               max_size=20), max_size=6))
+def test_a_profile_as_the_role_writes_it_reads_back_to_its_variables(variables):
+    """Any variables, quoted as the role's template quotes them (shell quoting: spaces, quotes, $), read back
+    as written: the profile of a run is proven against the variables it was written from."""
+    text = env_file.render(variables, comment="Ansible managed (sparkforge.stack.runtime_env)")
+    assert proof.parse_profile(text) == variables
+    assert proof.profile_differences(variables, {"/etc/profile.d/sparkforge.sh": text}) == []
+
+
+def test_a_profile_edited_missing_or_with_a_stray_variable_is_named_per_variable():
+    edited = env_file.render(dict(ENV, TORCH_CUDA_ARCH_LIST="8.0", EXTRA="1"))
+    gone = dict(ENV)
+    del gone["TRITON_PTXAS_PATH"]
+    files = {"/p/sparkforge.sh": edited, "/v/bin/sparkforge-env.sh": None, "/q/sparkforge.sh": env_file.render(gone)}
+    diffs = proof.profile_differences(ENV, files)
+    assert [d["words"] for d in diffs] == [
+        "runtime_env: /p/sparkforge.sh: EXTRA=1, not in the plan",
+        "runtime_env: /p/sparkforge.sh: TORCH_CUDA_ARCH_LIST=8.0, plan 9.0;12.1",
+        "runtime_env: /q/sparkforge.sh: TRITON_PTXAS_PATH unset, plan /usr/local/cuda/bin/ptxas",
+        "runtime_env: /v/bin/sparkforge-env.sh is missing"]
+    assert proof.state_of(diffs)[0] == "partial"
+    # A line the shell cannot read (an unclosed quote) is not a variable of the plan.
+    assert proof.profile_differences({}, {"/p": "export A='x\n"}) == [
+        {"component": "runtime_env", "package": "/p", "planned": None, "installed": proof.UNREADABLE,
+         "words": "runtime_env: /p: export A='x: a line the shell cannot read"}]
+
+
+@pytest.mark.parametrize("report, words", [
+    ({"passed": True, "failures": []}, []),
+    ({"passed": False, "failures": ["matmul: wrong result", "sdpa: error", "a", "b"], "summary": "3/5"},
+     ["verify: failed (matmul: wrong result; sdpa: error; a)"]),
+    ({"passed": False, "summary": "no GPU"}, ["verify: failed (no GPU)"]),
+    ({}, ["verify: failed (no reason given)"]),
+    (None, ["verify: no report, though verify is a component of the run"]),
+])
+def test_verify_is_proven_only_by_a_report_that_passed(report, words):
+    diffs = proof.verify_differences(report)
+    assert [d["words"] for d in diffs] == words
+    assert proof.state_of(diffs) == (("provisioned", None) if not words else ("partial", words[0]))
+
+
+def test_a_profile_edited_since_the_proof_is_drift_naming_the_file_and_variable():
+    recorded = {"/p/sparkforge.sh": dict(ENV), "/v/sparkforge-env.sh": dict(ENV)}
+    same = env_file.render(ENV)
+    assert proof.profile_drift(recorded, {"/p/sparkforge.sh": same, "/v/sparkforge-env.sh": same}) == []
+    edited = env_file.render(dict(ENV, TORCH_CUDA_ARCH_LIST="8.0"))
+    assert [d["words"] for d in proof.profile_drift(recorded, {"/p/sparkforge.sh": edited,
+                                                               "/v/sparkforge-env.sh": None})] == [
+        "/p/sparkforge.sh edited since the last provisioning: TORCH_CUDA_ARCH_LIST=8.0, last proof 9.0;12.1",
+        "/v/sparkforge-env.sh written at the last provisioning, now missing"]
