@@ -1,4 +1,6 @@
+import functools
 import os
+import re
 import sys
 import time
 import uuid
@@ -77,10 +79,22 @@ def pytest_sessionfinish(session, exitstatus):
 
 # The suite's lanes (scripts/test): modules that need the container test bed (tests/testbed.py, podman
 # and the images), and the long runs that the quick lane (scripts/test quick) leaves to the full suite.
-TESTBED = {"test_api_container", "test_cuda_cusparselt_repo", "test_cuda_roles", "test_fleet_rollout",
-           "test_journey", "test_offline_bundle", "test_xhost_containers"}
-FULL = (TESTBED - {"test_journey"}) | {"test_pytorch_roles", "test_ml_packages_module", "test_reproducible",
-                                     "test_run_lock_local", "test_venv_interrupted"}
+# A module is the test bed's when its source starts containers (the names below), not by a list: a list
+# forgot test_xhost_topologies (eight container hosts, about 330 s), which ran in the quick lane.
+# tests/test_lanes.py checks that every helper that starts a container is named here.
+STARTS_CONTAINERS = re.compile(r"\b(image_present|start_containers?|start_hosts?|podman_host\.Container|"
+                               r"testbed\.(up|restore))\b")
+# The test bed's modules the quick lane keeps: the journey's first stages are its check-mode matrix.
+QUICK_TESTBED = {"test_journey"}
+FULL = {"test_pytorch_roles", "test_ml_packages_module", "test_reproducible", "test_run_lock_local",
+        "test_venv_interrupted"}
+
+
+@functools.lru_cache(maxsize=None)
+def starts_containers(path):
+    """Whether the test module at ``path`` starts containers (then it is marked ``testbed``)."""
+    with open(path) as handle:
+        return STARTS_CONTAINERS.search(handle.read()) is not None
 
 
 def pytest_collection_modifyitems(config, items):
@@ -88,7 +102,8 @@ def pytest_collection_modifyitems(config, items):
 
     for item in items:
         module = item.module.__name__.rsplit(".", 1)[-1]
-        if module in TESTBED:
+        testbed = starts_containers(item.module.__file__)
+        if testbed:
             item.add_marker(pytest.mark.testbed)
-        if module in FULL:
+        if module in FULL or (testbed and module not in QUICK_TESTBED):
             item.add_marker(pytest.mark.full)

@@ -239,6 +239,9 @@ def test_the_cuda_distro_matches_the_major_version_and_has_no_default():
 
 
 # ---------------------------------------------------------------------------- end to end
+# Each row below runs playbooks/spark.yml (10-40 s each, about 110 s together on a loaded 2-core machine): the
+# full suite's (scripts/test runs this module in molecule's lane); the quick lane keeps the unit rows above.
+@pytest.mark.full
 @pytest.mark.parametrize("rows", [pytest.param(("R12", "R13", "R14"), id="R12+R13+R14")])
 def test_stray_pip_configuration_and_cpu_builds_are_not_provisioned(tmp_path, template_venv, rows):  # noqa: F811
     """R12: a wheelhouse without torch on a host whose environment names a stray find-links directory
@@ -275,6 +278,7 @@ def test_stray_pip_configuration_and_cpu_builds_are_not_provisioned(tmp_path, te
     assert git_status() == status
 
 
+@pytest.mark.full
 @pytest.mark.parametrize("rows", [pytest.param(("R15",), id="R15")])
 def test_an_explicit_arch_list_without_the_hosts_gpu_is_refused_in_preflight(tmp_path, template_venv, rows):  # noqa: F811
     """R15: sparkforge_cuda_arch_list 9.0 on a GB10 host (as a host in both the dgx_spark and gh200 groups
@@ -292,6 +296,7 @@ def test_an_explicit_arch_list_without_the_hosts_gpu_is_refused_in_preflight(tmp
     assert snapshot(*watched(host)) == before and git_status() == status
 
 
+@pytest.mark.full
 @pytest.mark.parametrize("rows", [pytest.param(("H09",), id="H09")])
 def test_a_venv_path_with_a_space_and_a_quote_works_at_exactly_that_path(tmp_path, template_venv, rows):  # noqa: F811
     """H09: the venv at `.../my venv's place/venv` is created there and torch installed into it (every
@@ -313,6 +318,7 @@ def test_a_venv_path_with_a_space_and_a_quote_works_at_exactly_that_path(tmp_pat
     assert git_status() == status
 
 
+@pytest.mark.full
 @pytest.mark.parametrize("rows", [pytest.param(("H10", "H11", "H12", "C01"), id="H10+H11+H12+C01")])
 def test_bad_host_paths_are_refused_in_preflight_in_check_mode_too(tmp_path, template_venv, rows):  # noqa: F811
     """H10 (venv under a regular file), H11 (runtime_env_profile_path under a regular file) and H12 (the
@@ -348,6 +354,7 @@ def test_bad_host_paths_are_refused_in_preflight_in_check_mode_too(tmp_path, tem
         subprocess.run(["chattr", "-i", str(locked)], check=True)
 
 
+@pytest.mark.full
 @pytest.mark.parametrize("rows", [pytest.param(("C02",), id="C02")])
 def test_the_fleet_report_dir_under_a_file_is_refused_before_any_change(tmp_path, template_venv, rows):  # noqa: F811
     """C02: the fleet summary's directory under a regular file is refused in preflight, in check mode as in
@@ -366,6 +373,7 @@ def test_the_fleet_report_dir_under_a_file_is_refused_before_any_change(tmp_path
     assert snapshot(*watched(host)) == before and git_status() == status
 
 
+@pytest.mark.full
 @pytest.mark.parametrize("rows", [pytest.param(("C03",), id="C03")])
 def test_a_missing_profile_directory_is_created_by_the_real_run_as_check_mode_says(tmp_path, template_venv, rows):  # noqa: F811
     """C03: runtime_env_profile_path whose directory does not exist: check mode reports its creation
@@ -383,6 +391,7 @@ def test_a_missing_profile_directory_is_created_by_the_real_run_as_check_mode_sa
     assert profile.is_file()
 
 
+@pytest.mark.full
 @pytest.mark.parametrize("rows", [pytest.param(("R17",), id="R17")])
 def test_a_distribution_the_cuda_map_does_not_know_is_refused_not_sent_elsewhere(tmp_path, template_venv, rows):  # noqa: F811
     """R17: the host's distribution (this machine's Debian) has no entry in sparkforge_cuda_distro_map and the

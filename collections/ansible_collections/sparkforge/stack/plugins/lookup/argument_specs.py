@@ -48,6 +48,14 @@ from ansible.plugins.lookup import LookupBase
 
 from ansible_collections.sparkforge.stack.plugins.module_utils.plan.validate import mark_defaults
 
+# libyaml's loader where PyYAML has it (as known_names and run_names): preflight's check of the variables reads
+# every role's specs and defaults four times a host, 0.15 s each with the pure-Python loader, 0.02 s with it.
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def _load(handle):
+    return yaml.load(handle, Loader=_LOADER)  # nosec - a safe loader
+
 
 class LookupModule(LookupBase):
     def run(self, terms, variables=None, **kwargs):
@@ -60,7 +68,7 @@ class LookupModule(LookupBase):
         out = {}
         for path in files:
             with open(path) as handle:
-                doc = yaml.safe_load(handle) or {}
+                doc = _load(handle) or {}
             for entry in (doc.get("argument_specs") or {}).values():
                 for name, spec in ((entry or {}).get("options") or {}).items():
                     if name not in out:
@@ -71,6 +79,6 @@ class LookupModule(LookupBase):
         for path in sorted(glob.glob(os.path.join(roles_dir, "*", "defaults", "main.yml"))
                            + glob.glob(os.path.join(roles_dir, "*", "defaults", "main", "*.yml"))):
             with open(path) as handle:
-                for name, value in (yaml.safe_load(handle) or {}).items():
+                for name, value in (_load(handle) or {}).items():
                     defaults.setdefault(name, value)
         return [mark_defaults(out, defaults)]
