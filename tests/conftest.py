@@ -107,3 +107,9 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.testbed)
         if module in FULL or (testbed and module not in QUICK_TESTBED):
             item.add_marker(pytest.mark.full)
+
+
+def pytest_configure(config):
+    # Registered here, not in pyproject.toml (an edit there changes the venv's stamp and asks for scripts/setup).
+    config.addinivalue_line("markers", "bad_input_rows(*ids): the rows of docs/bad-inputs.md this test runs "
+                                       "(tests/test_bad_inputs_doc.py counts a row as run by its id here)")

@@ -10,10 +10,11 @@ import subprocess
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 
 from ansible_collections.sparkforge.stack.tests.unit.plugins.module_utils.schema_strategies import NAMES, bad_values
+from ansible_collections.sparkforge.stack.plugins.module_utils._common import path_rules
 from helpers import REPO
 from test_check_mode_local import BIN, TORCH_ONLY, make_host, playbook, snapshot, watched
 
@@ -274,18 +275,74 @@ def test_property_bad_values_of_declared_variables_stop_the_playbook_naming_each
     assert git_status() == status_before
 
 
-def test_host_paths_by_meaning_a_symlink_to_usr_and_a_wheel_file_for_a_wheelhouse(tmp_path):
-    """H13 and W12 through the playbook, in check mode: the venv is a symlink to /usr (the controller's check of
-    the text passes; the host resolves it), and the wheelhouse is a wheel file. Refused before any change."""
+# What a path is on the host, drawn: the controller reads only the text, so these pass its check and the host's
+# (paths_usable, after the plan) must refuse them by what they are. Each case: (how to make it, what the message
+# says); names may hold a space or a quote (H09: such a path works where it is a good one).
+SYSTEM_TARGETS = sorted(t for t in path_rules.SYSTEM_DIRS if os.path.realpath(t) in path_rules.SYSTEM_DIRS)
+
+
+def make_bad_venv(root, case, name, target):
+    """Create the drawn kind of bad venv path under ``root``; return (the path, the message fragment)."""
+    place = root / name
+    if case == "symlink to a system directory":
+        place.symlink_to(target)
+        return place, "resolves to %s (a symlink), which is a system directory" % os.path.realpath(target)
+    if case == "symlink into the checkout":
+        place.symlink_to(REPO)
+        return place / "venv", "(a symlink), which is inside %s" % REPO
+    if case == "a regular file":
+        place.write_text("not a venv")
+        return place, "%s is a regular file, not a directory" % place
+    if case == "under a regular file":
+        place.write_text("not a directory")
+        return place / "a" / "venv", "its parent %s is a regular file, not a directory" % place
+    place.symlink_to(root / "gone")
+    return place / "venv", "its parent %s is a dangling symlink, not a directory" % place
+
+
+# Each case once (explicit examples, so a few draws cannot miss one) and one drawn example; one check-mode run
+# each (a few seconds), no shrinking: a failure prints its draws.
+@pytest.mark.bad_input_rows("H03", "H05", "H13", "H14")
+@example(variable="sparkforge_venv", case="symlink to a system directory", name="venv", target="/usr")
+@example(variable="pytorch_venv", case="symlink into the checkout", name="my venv", target="/")
+@example(variable="sparkforge_venv", case="a regular file", name="it's venv", target="/")
+@example(variable="pytorch_venv", case="under a regular file", name='a "q" venv', target="/")
+@example(variable="sparkforge_venv", case="under a dangling symlink", name="my venv", target="/")
+@settings(max_examples=1, derandomize=True, deadline=None, database=None, phases=(Phase.explicit, Phase.generate),
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(variable=st.sampled_from(["sparkforge_venv", "pytorch_venv"]),
+       case=st.sampled_from(["symlink to a system directory", "symlink into the checkout", "a regular file",
+                             "under a regular file", "under a dangling symlink"]),
+       name=st.sampled_from(["venv", "my venv", "it's venv", 'a "q" venv']),
+       target=st.sampled_from(SYSTEM_TARGETS))
+def test_property_a_venv_path_bad_by_what_it_is_on_the_host_stops_the_playbook(tmp_path_factory, variable, case,
+                                                                                 name, target):
+    """Item 6a of issue 42, the paths' meaning: a symlink to a system directory or into the checkout, a file where
+    a directory is meant, a parent that is a file or a dangling link, under names with a space or a quote. Through
+    spark.yml in check mode: exit 2, the variable named with the path, nothing changed on the host or in the
+    checkout."""
+    root = tmp_path_factory.mktemp("badpath")
+    host = make_host(root, None, "index", torch=False, venv=False, components=TORCH_ONLY)
+    scratch = root / "scratch"
+    scratch.mkdir()
+    path, fragment = make_bad_venv(scratch, case, name, target)
+    before, status_before = snapshot(*(watched(host) + [scratch])), git_status()
+    proc = run_book(host, "playbooks/spark.yml", "--check", "-e", json.dumps({variable: str(path)}))
+    out = proc.stdout
+    assert proc.returncode == 2, (variable, case, str(path), out[-3000:])
+    assert "%s=%s" % (variable, path) in out and fragment in out, (variable, case, str(path), fragment, out[-3000:])
+    assert snapshot(*(watched(host) + [scratch])) == before
+    assert git_status() == status_before
+
+
+@pytest.mark.bad_input_rows("W12")
+def test_a_wheel_file_for_a_wheelhouse_stops_the_playbook(tmp_path):
+    """W12 through the playbook, in check mode: the wheelhouse is a wheel file. Refused before any change. (H13,
+    the venv a symlink to /usr, is an example of the property test above.)"""
     host = make_host(tmp_path, None, "index", torch=False, venv=False, components=TORCH_ONLY)
-    link = tmp_path / "venv-link"
-    link.symlink_to("/usr")
     wheel = tmp_path / "torch-2.11.0-cp312-cp312-linux_x86_64.whl"
     wheel.write_bytes(b"PK\x03\x04 truncated")
     before, status_before = snapshot(*watched(host)), git_status()
-    proc = run_book(host, "playbooks/spark.yml", "--check", "-e", json.dumps({"sparkforge_venv": str(link)}))
-    assert proc.returncode == 2, proc.stdout[-3000:]
-    assert "sparkforge_venv=%s: resolves to /usr (a symlink), which is a system directory" % link in proc.stdout
     proc = run_book(host, "playbooks/spark.yml", "--check", "-e",
                     json.dumps({"sparkforge_torch_source": "wheelhouse", "pytorch_wheelhouse": str(wheel)}))
     assert proc.returncode == 2, proc.stdout[-3000:]
