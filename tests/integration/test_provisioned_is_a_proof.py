@@ -60,13 +60,20 @@ def test_a_proven_host_whose_torch_changed_since_is_reported_drifted(tmp_path, t
     then a `pip install` over torch and an edit of the profile's arch list: `sparkforge status` names torch with
     both versions, the file and the variable, and exits non-zero."""
     host = make_host(tmp_path, template_venv, "existing", components=["pytorch", "runtime_env"])
+    # The record in a directory no role makes (as the prefix on a host given torch `existing` with runtime_env
+    # and verify only, on the GPU test machine): the proof makes it.
+    record_file = host["root"] / "records" / "provisioned.json"
+    inventory = yaml.safe_load(open(host["inventory"]))
+    inventory["all"]["vars"]["sparkforge_proof_file"] = str(record_file)
+    with open(host["inventory"], "w") as handle:
+        yaml.safe_dump(inventory, handle)
     proc, _ = playbook(host)
     assert proc.returncode == 0, proc.stdout[-4000:]
     entry, last = summary_and_last_line(host)
     assert entry["state"] == "provisioned" and entry["error"] is None, entry
     profile = host["root"] / "profile.d" / "sparkforge.sh"
     hook = host["prefix"] / "venv" / "bin" / "sparkforge-env.sh"
-    with open(host["prefix"] / "provisioned.json") as handle:
+    with open(record_file) as handle:
         record = json.load(handle)
     assert record["compared"] == {"torch": "2.11.0"}
     # Each file runtime_env wrote, with the variables it exports (the plan's arch list among them).
