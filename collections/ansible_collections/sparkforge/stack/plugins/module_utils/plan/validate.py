@@ -185,7 +185,10 @@ NAME_KINDS = (
     ("_cuda_arch_list", {"kind": "arch_list", "empty": True}),
     ("_find_links", {"kind": "path_or_url"}),
     ("_sha256", {"kind": "sha256", "empty": True}),
+    # An environment for a command (ml_packages_env, pytorch_extra_env): NAME: scalar.
+    ("_env", {"kind": "env_map"}),
 )
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$", re.ASCII)
 
 def implied_rule(name):
     """The rule a variable that RULES does not name takes from the end of its name (a role's own copy of a plan
@@ -414,6 +417,19 @@ def check_sha256_map(value, where=()):
                           % ("][".join(repr(p) for p in path), show(item)))
 
 
+def check_env_map(value):
+    """An environment: each name a shell variable name, each value a string or number (a null value became the
+    text 'None' in the command's environment; a list or mapping, its repr)."""
+    for key in sorted(value, key=str):
+        item = value[key]
+        if not (isinstance(key, str) and ENV_NAME.match(key)):
+            raise Invalid("%s is not an environment variable name (letters, digits and _, not first a digit)"
+                          % show(key))
+        if item is None or isinstance(item, (dict, list, tuple)):
+            raise Invalid("%s is %s: give its value as a string (\"\" for empty), or remove it"
+                          % (key, "null" if item is None else show(item)))
+
+
 def check_path(value, rule):
     """A path where something is created: normalised, not a system directory, not inside the collection or
     the checkout (``rule["protected"]``: (directory, the part of it that may be written) pairs)."""
@@ -534,6 +550,8 @@ def check_one(name, value, spec, protected=()):
             raise Invalid("expected a mapping (name: value, or JSON {...} with -e), got %s" % show(value))
         if kind == "sha256_map":
             check_sha256_map(value)
+        if kind == "env_map":
+            check_env_map(value)
         return value
     if vtype == "list":
         items = split_list(value)

@@ -56,6 +56,8 @@ def bad_values(name, passes_ansible=False):
     if kind == "path" and name not in validate.READ_PATHS:
         options.append(st.sampled_from(["relative/dir", "./v", "/usr", "/opt/../usr", "/opt/./x", "/opt/x\n",
                                         "/opt/a\tb"]))
+    if kind == "env_map" and vtype == "dict":
+        options.append(st.sampled_from([{"PIP_TIMEOUT": None}, {"1BAD": "x"}, {"A B": "x"}, {"X": ["a"]}]))
     if kind == "arch_list":
         options.append(st.sampled_from(["9.0;9.0", "9.0  12.1", ";9.0", "9.0;", "sm_90", "90"]))
     if kind in ("version", "release"):
