@@ -34,6 +34,9 @@ def _bounded(kind, low, high):
     """An argparse type: a number of ``kind`` from ``low`` to ``high``, else an error naming the range
     (every numeric option of the CLI has one: a negative or zero timeout means nothing)."""
     def parse(text):
+        if not text.isascii():
+            # int() and float() read full-width and other Unicode digits ('９' as 9).
+            raise argparse.ArgumentTypeError("%r has a non-ASCII character: type the digits 0-9" % text)
         try:
             value = kind(text)
         except ValueError:

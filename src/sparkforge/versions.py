@@ -17,6 +17,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import argparse
 import json
 import os
 import re
@@ -43,7 +44,8 @@ def add_parser(sub):
     p.add_argument("--json", action="store_true", help="print the survey and findings as JSON")
     p.add_argument("--cache-dir", default=os.path.join(os.path.expanduser("~"), ".cache", "sparkforge", "metadata"),
                    help="wheel metadata cache, keyed by the wheels' sha256 (default %(default)s)")
-    p.add_argument("--timeout", type=float, default=30.0, help="seconds per request (default %(default)s)")
+    p.add_argument("--timeout", type=_seconds, default=30.0,
+                   help="seconds per request, above 0 and at most %d (default %%(default)s)" % MAX_TIMEOUT)
     p.add_argument("--checksums", action="store_true",
                    help="check the sha256 pins of checksums.yml against their published sources instead")
     p.add_argument("--cuda-repo-url", help="with --checksums: the CUDA repository base URL (default: the data's "
@@ -51,6 +53,19 @@ def add_parser(sub):
     p.add_argument("--cusparselt-redist-url", help="with --checksums: where redistrib_<version>.json lives "
                    "(default: the data's sparkforge_cusparselt_redist_url)")
     return p
+
+
+MAX_TIMEOUT = 86400
+
+
+def _seconds(text):
+    """--timeout's type: ASCII digits only (float() reads a full-width '９' as 9)."""
+    if not text.isascii():
+        raise argparse.ArgumentTypeError("%r has a non-ASCII character: type the digits 0-9" % text)
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError("%r is not a number of seconds" % text) from None
 
 
 def _load(path):
@@ -72,14 +87,16 @@ SINCE = re.compile(r"^\d+\.\d+(\.\d+)?$")
 
 def run(args, project_root, stdout, stderr):
     """Returns the exit code: 0 agree, 1 findings with --check, 4 bad input, 5 index unreadable."""
+    # NaN compares false with both bounds; inf reached the socket as an OverflowError.
+    if not 0 < args.timeout <= MAX_TIMEOUT:
+        stderr.write("sparkforge versions: --timeout %r is not a number of seconds above 0 (at most %d)\n"
+                     % (args.timeout, MAX_TIMEOUT))
+        return 4
     if args.checksums:
         from sparkforge import checksums
         return checksums.run(args, project_root, stdout, stderr)
     if not SINCE.match(str(args.since)):
         stderr.write("sparkforge versions: --since %r is not a torch release like 2.9.0\n" % (args.since,))
-        return 4
-    if not args.timeout > 0:
-        stderr.write("sparkforge versions: --timeout %r is not a number of seconds above 0\n" % (args.timeout,))
         return 4
     pkg_index, torch_versions = _modules(project_root)
     manifest_dir = args.manifest_dir or os.path.join(project_root, MANIFEST_REL)

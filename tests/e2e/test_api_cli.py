@@ -163,6 +163,8 @@ def _tree(path):
     pytest.param(["versions", "--check", "--since", "bogus"], "--since 'bogus' is not a torch release like 2.9.0",
                  id="V30"),
     pytest.param(["versions", "--timeout", "0"], "--timeout 0.0 is not a number of seconds above 0", id="V31"),
+    pytest.param(["versions", "--timeout", "inf"], "--timeout inf is not a number of seconds above 0 (at most 86400)",
+                 id="V45"),
     pytest.param(["report", "--run", "/etc/apt"], "run '/etc/apt' is not a run id under", id="V32"),
     pytest.param(["report", "--run", ".."], "run '..' is not a run id under", id="V33"),
     pytest.param(["rollback", "-i", INVENTORY, "--to", "two"], "--to takes a generation number (1, 2, ...), got 'two'",

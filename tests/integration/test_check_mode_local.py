@@ -9,8 +9,9 @@ package directory with a dist-info, at the versions the manifest pairs with torc
   prefix is byte for byte what it was.
 - A venv that lacks the planned torch (source index / wheelhouse): check mode exits 0, reports
   the install as the change the real run makes, and touches nothing.
-- A wheelhouse that lacks the wheel: the real run fails, and the failure message and the fleet
-  summary carry pip's own reason (not just "non-zero return code").
+- A wheelhouse whose torch needs a dependency it lacks: the real run fails, and the failure message and the
+  fleet summary carry pip's own reason (not just "non-zero return code"). A wheelhouse without torch stops
+  preflight (docs/bad-inputs.md W13).
 
 The same matrix for a fresh host (no venv) and for a provisioned host with torch from the index or a
 wheelhouse is the journey's (tests/e2e/test_journey.py, stages 1 and 4, on a container host, the host's
@@ -209,19 +210,23 @@ def test_check_mode_reports_the_torch_install_and_changes_nothing(tmp_path, temp
     assert snapshot(*watched(host)) == before
 
 
-def test_a_wheelhouse_without_the_wheel_fails_with_pips_reason(tmp_path, template_venv):
+def test_a_wheelhouse_without_a_dependency_of_torch_fails_with_pips_reason(tmp_path, template_venv):
+    """The wheelhouse's torch needs a distribution the wheelhouse lacks (preflight checks torch itself, W13;
+    its dependencies are pip's to resolve): the failure carries pip's own reason."""
+    from test_result_is_the_plan import torch_wheel
     host = make_host(tmp_path, template_venv, "wheelhouse", torch=False, components=["pytorch"])
+    torch_wheel(host["wheelhouse"], TORCH, "13.0", requires=["sparkforge-absent-dep"])
     proc, recap = playbook(host)
     assert proc.returncode != 0, proc.stdout[-4000:]
     out = proc.stdout
     # The failing task's own message carries pip's reason...
-    assert re.search(r"msg: .*pip install torch.*exit 1.*No matching distribution found for torch==2\.11\.0",
+    assert re.search(r"msg: .*pip install torch.*exit 1.*No matching distribution found for sparkforge-absent-dep",
                      out.replace("\n        ", " ")), out[-4000:]
     # ...and so do the fleet summary and the run's last failure.
     with open(tmp_path / "fleet-reports" / "fleet-summary.json") as handle:
         summary = json.load(handle)
     error = summary["hosts"]["localhost"]["error"] if "hosts" in summary else summary["localhost"]["error"]
-    assert "No matching distribution found for torch==2.11.0" in error, error
+    assert "No matching distribution found for sparkforge-absent-dep" in error, error
     assert "non-zero return code" not in error
 
 

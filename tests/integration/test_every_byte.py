@@ -361,6 +361,10 @@ def wh_both_wrong(d):
     make_wheel(d, "torch-2.11.0-%s-%s-win_amd64.whl" % (OTHER_CP, OTHER_CP))
 
 
+def wh_no_torch(d):
+    make_wheel(d, "einops-0.8.1-py3-none-any.whl")
+
+
 def wh_triton_other_python(d):
     make_wheel(d, HOST_TORCH)
     make_wheel(d, "triton-3.6.0-%s-%s-manylinux_2_27_x86_64.whl" % (OTHER_CP, OTHER_CP))
@@ -394,6 +398,8 @@ WHEEL_ROWS = [
     pytest.param(wh_manifest_differs, "%s has sha256 " % HOST_TORCH, id="W10"),
     pytest.param(wh_manifest_not_json, "%s has a build manifest %s.manifest.json that cannot be read as JSON"
                  % (HOST_TORCH, HOST_TORCH), id="W11"),
+    pytest.param(wh_no_torch, "has no torch 2.11.0 wheel (it holds 1 wheel(s), none of torch): pip installs torch "
+                 "from it alone (--no-index)", id="W13"),
     pytest.param(wh_both_wrong, "win_amd64.whl is for win_amd64, this host is x86_64 and is for Python %s" % OTHER_CP,
                  id="W08"),
 ]

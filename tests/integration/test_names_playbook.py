@@ -110,6 +110,8 @@ def test_a_key_written_twice_in_the_inventory_stops_the_run_naming_it(tmp_path, 
 
 @pytest.mark.parametrize("argv,message", [
     pytest.param(["plan", "--timeout", "-1"], "argument --timeout: -1 is out of range (from 1 to 604800)", id="G08"),
+    pytest.param(["plan", "--timeout", "\uff19"], "argument --timeout: '\uff19' has a non-ASCII character: type the "
+                 "digits 0-9", id="G09"),
 ])
 def test_every_number_of_the_cli_has_a_range(argv, message):
     """G08 (V31: versions --timeout): refused by the parser (exit 4), naming the option and its range."""

@@ -36,12 +36,14 @@ from ansible_collections.sparkforge.stack.plugins.module_utils.plan import torch
 ZIP_DATE = (2026, 1, 1, 0, 0, 0)
 
 
-def torch_wheel(dest, version, cuda):
-    """A stand-in torch wheel torch-<version>-py3-none-any.whl; ``cuda`` None: a CPU build."""
-    files = [("torch/__init__.py", "__version__ = %r\nfrom . import version  # noqa\n" % version),
-             ("torch/version.py", "__version__ = %r\ncuda = %r\n" % (version, cuda))]
-    info = "torch-%s.dist-info" % version
-    files += [("%s/METADATA" % info, "Metadata-Version: 2.1\nName: torch\nVersion: %s\n" % version),
+def torch_wheel(dest, version, cuda, requires=(), name="torch"):
+    """A stand-in torch wheel torch-<version>-py3-none-any.whl; ``cuda`` None: a CPU build; ``requires``: its
+    Requires-Dist lines; ``name``: another distribution (its package holds the same two modules)."""
+    files = [("%s/__init__.py" % name, "__version__ = %r\nfrom . import version  # noqa\n" % version),
+             ("%s/version.py" % name, "__version__ = %r\ncuda = %r\n" % (version, cuda))]
+    info = "%s-%s.dist-info" % (name, version)
+    files += [("%s/METADATA" % info, "Metadata-Version: 2.1\nName: %s\nVersion: %s\n%s" % (
+        name, version, "".join("Requires-Dist: %s\n" % r for r in requires))),
               ("%s/WHEEL" % info, "Wheel-Version: 1.0\nGenerator: sparkforge-test\nRoot-Is-Purelib: true\n"
                                   "Tag: py3-none-any\n")]
     record = []
@@ -50,7 +52,7 @@ def torch_wheel(dest, version, cuda):
         record.append("%s,sha256=%s,%d" % (path, digest, len(text.encode())))
     files.append(("%s/RECORD" % info, "\n".join(record + ["%s/RECORD,," % info]) + "\n"))
     os.makedirs(str(dest), exist_ok=True)
-    path = os.path.join(str(dest), "torch-%s-py3-none-any.whl" % version)
+    path = os.path.join(str(dest), "%s-%s-py3-none-any.whl" % (name, version))
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as archive:
         for name, text in files:
@@ -244,13 +246,16 @@ def test_the_cuda_distro_matches_the_major_version_and_has_no_default():
 @pytest.mark.full
 @pytest.mark.parametrize("rows", [pytest.param(("R12", "R13", "R14"), id="R12+R13+R14")])
 def test_stray_pip_configuration_and_cpu_builds_are_not_provisioned(tmp_path, template_venv, rows):  # noqa: F811
-    """R12: a wheelhouse without torch on a host whose environment names a stray find-links directory
-    holding a CPU torch: pip reads none of it, the install fails with pip's reason, not provisioned.
+    """R12: a wheelhouse whose torch needs a dependency it lacks, on a host whose environment names a stray
+    find-links directory holding that dependency and a CPU torch: pip reads none of it, the install fails with
+    pip's reason, not provisioned (a wheelhouse without torch at all stops preflight: W13).
     R13: the same through a pip.conf (the user's configuration file).  R14: the wheelhouse holds the
     planned release as a CPU build: installed, then refused by the final check, not provisioned."""
     host = make_host(tmp_path, template_venv, "wheelhouse", torch=False, components=["pytorch"])
+    needy = torch_wheel(host["wheelhouse"], TORCH, "13.0", requires=["sparkforge-stray-dep"])
     stray = tmp_path / "stray"
     torch_wheel(stray, TORCH + "+cpu", None)
+    torch_wheel(stray, "1.0", None, name="sparkforge_stray_dep")
     xdg = tmp_path / "xdg"
     (xdg / "pip").mkdir(parents=True)
     (xdg / "pip" / "pip.conf").write_text("[global]\nfind-links = %s\nno-index = true\n" % stray)
@@ -259,7 +264,7 @@ def test_stray_pip_configuration_and_cpu_builds_are_not_provisioned(tmp_path, te
                                   "XDG_CONFIG_HOME": str(xdg)})
     out = flat(proc.stdout)
     assert proc.returncode == 2, proc.stdout[-3000:]
-    assert "No matching distribution found for torch==%s" % TORCH in out, proc.stdout[-3000:]  # R12, R13
+    assert "No matching distribution found for sparkforge-stray-dep" in out, proc.stdout[-3000:]  # R12, R13
     assert not_provisioned(out), proc.stdout[-3000:]
     site = subprocess.check_output([str(host["prefix"] / "venv" / "bin" / "python"), "-c",
                                     "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
@@ -268,6 +273,7 @@ def test_stray_pip_configuration_and_cpu_builds_are_not_provisioned(tmp_path, te
     assert git_status() == status
 
     # R14: the wheelhouse itself holds only the CPU build of the planned release.
+    os.remove(needy)
     torch_wheel(host["wheelhouse"], TORCH + "+cpu", None)
     proc, _ = playbook(host)
     out = flat(proc.stdout)

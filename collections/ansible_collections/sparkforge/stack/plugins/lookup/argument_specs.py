@@ -74,6 +74,12 @@ class LookupModule(LookupBase):
                     if name not in out:
                         out[name] = {"type": spec.get("type", "str"), "elements": spec.get("elements"),
                                      "choices": spec.get("choices")}
+                        if spec.get("options"):
+                            # The fields of each entry of a list of mappings (validate checks them at depth).
+                            out[name]["options"] = dict(
+                                (key, {"type": sub.get("type", "str"), "elements": sub.get("elements"),
+                                       "required": bool(sub.get("required")), "choices": sub.get("choices")})
+                                for key, sub in spec["options"].items())
         # Where a role's own default is empty or null, that value is one it documents (validate.mark_defaults).
         defaults = {}
         for path in sorted(glob.glob(os.path.join(roles_dir, "*", "defaults", "main.yml"))

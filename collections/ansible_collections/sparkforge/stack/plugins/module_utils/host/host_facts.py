@@ -20,6 +20,7 @@ from ansible.module_utils.facts.system.distribution import DistributionFactColle
 from ansible.module_utils.facts.system.platform import PlatformFactCollector
 from ansible.module_utils.facts.system.python import PythonFactCollector
 from ansible_collections.sparkforge.stack.plugins.module_utils._common.files import read_meminfo
+from ansible_collections.sparkforge.stack.plugins.module_utils.host.host_paths import filesystem_problem
 from ansible_collections.sparkforge.stack.plugins.module_utils.host.platforms import (
     QUERY_FIELDS,
     FactsError,
@@ -40,11 +41,16 @@ def disk_free(path):
         probe = parent
     stat = os.statvfs(probe)
     mib = 1024 * 1024
-    return {
+    out = {
         "measured_at": probe,
         "free_mib": stat.f_bavail * stat.f_frsize // mib,
         "total_mib": stat.f_blocks * stat.f_frsize // mib,
     }
+    # A kernel or read-only file system reports no free space; the plan names that, not the space.
+    unwritable = filesystem_problem(probe)
+    if unwritable:
+        out["unwritable"] = unwritable
+    return out
 
 
 def query_gpus(module, nvidia_smi, timeout, platforms):

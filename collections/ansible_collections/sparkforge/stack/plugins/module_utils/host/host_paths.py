@@ -31,6 +31,61 @@ def _what(path):
     return "not a directory"
 
 
+# File systems of the kernel's own state: a directory there takes no venv or report (mkdir in /proc fails as
+# root, though its mode bits and access() say writable).
+VIRTUAL_FS = ("proc", "sysfs", "devtmpfs", "devpts", "cgroup", "cgroup2", "debugfs", "tracefs", "securityfs",
+              "configfs", "pstore", "bpf", "efivarfs", "fusectl", "hugetlbfs", "mqueue", "binfmt_misc", "autofs")
+
+
+def _unescape(field):
+    """A /proc/mounts field: space, tab, newline and backslash are written as octal escapes (\\040)."""
+    out, i = [], 0
+    while i < len(field):
+        if field[i] == "\\" and field[i + 1:i + 4].isdigit():
+            out.append(chr(int(field[i + 1:i + 4], 8)))
+            i += 4
+        else:
+            out.append(field[i])
+            i += 1
+    return "".join(out)
+
+
+def mount_of(path, mounts="/proc/mounts"):
+    """(mount point, file system type) of the mount holding ``path`` (the longest mount point above it);
+    None when the mount table cannot be read."""
+    try:
+        with open(mounts) as handle:
+            lines = handle.read().splitlines()
+    except (IOError, OSError):
+        return None
+    best = None
+    for line in lines:
+        fields = line.split()
+        if len(fields) < 3:
+            continue
+        point = _unescape(fields[1])
+        inside = path == point or path.startswith(point.rstrip("/") + "/")
+        if inside and (best is None or len(point) >= len(best[0])):
+            best = (point, fields[2])
+    return best
+
+
+def filesystem_problem(target, mounts="/proc/mounts"):
+    """Why nothing can be written under the existing directory ``target`` whatever the user's rights: it is
+    on a read-only mount, or on a kernel file system (proc, sysfs, ...). None when neither."""
+    real = os.path.realpath(target)
+    try:
+        if os.statvfs(real).f_flag & os.ST_RDONLY:
+            return "%s is on a read-only file system" % real
+    except OSError:
+        return None
+    mount = mount_of(real, mounts)
+    if mount and mount[1] in VIRTUAL_FS:
+        return "%s is on the kernel's %s file system (mounted at %s), where no directory can be made" % (
+            real, mount[1], mount[0])
+    return None
+
+
 def path_problem(variable, path, kind="dir", protected=()):
     """One message naming the variable, the path and the offending parent, or None when the run can
     create or write ``path`` (``kind`` dir: a directory; file: a file whose directory is created).
@@ -63,9 +118,15 @@ def path_problem(variable, path, kind="dir", protected=()):
         if kind == "file" and os.path.isdir(path):
             return "%s=%s is a directory, not a file" % (variable, path)
         target = path if kind == "dir" else os.path.dirname(path)
+        why = filesystem_problem(target)
+        if why:
+            return "%s=%s: %s: give a path on a writable disk" % (variable, path, why)
         if not os.access(target, os.W_OK | os.X_OK):
             return "%s=%s: %s is not writable by this user" % (variable, path, target)
         return None
+    why = filesystem_problem(nearest)
+    if why:
+        return "%s=%s: its parent %s: give a path on a writable disk" % (variable, path, why)
     if not os.access(nearest, os.W_OK | os.X_OK):
         return ("%s=%s: its parent %s is not writable by this user: the %s cannot be created there"
                 % (variable, path, nearest, "directory" if kind == "dir" else "file's directory"))

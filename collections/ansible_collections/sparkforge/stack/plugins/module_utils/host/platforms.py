@@ -69,6 +69,33 @@ def capability_to_sm(capability):
     return "sm_%d%d" % (int(match.group(1)), int(match.group(2)))
 
 
+def _peak_problem(value):
+    """Why a datasheet peak is not one (None when it is: a positive finite number, or null for "not given")."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value \
+            or value in (float("inf"), float("-inf")) or value <= 0:
+        return "%r is not a positive number (or null where the datasheet gives none)" % (value,)
+    return None
+
+
+def _check_peaks(key, row):
+    """The row's dense peaks verify compares its measurements with: mem_bw_gbs and each tflops entry."""
+    why = _peak_problem(row.get("mem_bw_gbs"))
+    if why:
+        raise FactsError("sparkforge_gpu_platforms.%s: mem_bw_gbs %s" % (key, why))
+    tflops = row.get("tflops")
+    if tflops is None:
+        return
+    if not isinstance(tflops, dict):
+        raise FactsError("sparkforge_gpu_platforms.%s: tflops must be a mapping of precision to TFLOPS "
+                         "(fp64, fp32, tf32, fp16, bf16, fp8, fp4), got %r" % (key, tflops))
+    for precision in sorted(tflops, key=str):
+        why = _peak_problem(tflops[precision])
+        if why:
+            raise FactsError("sparkforge_gpu_platforms.%s: tflops.%s %s" % (key, precision, why))
+
+
 def platform_rows(platforms):
     """[(row key, compiled match, class)] of the manifest's ``sparkforge_gpu_platforms``, in its order (the first
     matching row wins); a table that cannot classify is refused, naming the row and what it holds."""
@@ -85,6 +112,7 @@ def platform_rows(platforms):
         if not isinstance(row.get("match"), str) or not row["match"]:
             raise FactsError("sparkforge_gpu_platforms.%s: match must be a regular expression on the GPU's name, "
                              "got %r" % (key, row.get("match")))
+        _check_peaks(key, row)
         try:
             rows.append((key, re.compile(row["match"], re.IGNORECASE), klass))
         except re.error as exc:

@@ -30,6 +30,9 @@ def pin_problem(pin):
     text = str(pin).strip()
     if not text:
         return "is empty: give a version like '4.40.0' or '>=4.40,<5', or remove the pin"
+    if text != str(pin):
+        # '4.40.0 ' is a pasted value; a pin is compared as text with what the report records.
+        return "%r has spaces around it: give %r" % (pin, text)
     clauses = [c.strip() for c in text.split(",")]
     if len(clauses) == 1 and PIN.match(text) or all(SPECIFIER.match(c) for c in clauses):
         return None

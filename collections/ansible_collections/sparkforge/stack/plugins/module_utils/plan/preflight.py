@@ -112,7 +112,11 @@ def problems(facts, host, config):
     need_disk = config["min_disk_gib_source_build"] if source_build else config["min_disk_gib"]
     build_dir = config.get("build_dir")
     disk = facts.get("disk", {}).get(build_dir) if build_dir else None
-    if disk is not None:
+    if disk is not None and disk.get("unwritable"):
+        found.append(_problem(
+            "disk", "sparkforge_build_dir %s: %s: nothing can be made there; give sparkforge_prefix (or "
+                    "sparkforge_build_dir) a path on a writable disk" % (build_dir, disk["unwritable"])))
+    elif disk is not None:
         free = disk["free_mib"] / 1024.0
         if free < need_disk:
             found.append(_problem(

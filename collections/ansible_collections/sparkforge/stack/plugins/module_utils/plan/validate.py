@@ -46,6 +46,10 @@ GENERATION = re.compile(r"^[1-9]\d*$", re.ASCII)
 DIGITS = re.compile(r"^[0-9]+$", re.ASCII)
 KEYRING = re.compile(r"^\d+(\.\d+)*(-\d+)?$", re.ASCII)
 ARCH_SPLIT = re.compile(r"[;\s,]+", re.ASCII)
+ARCH_GAP = re.compile(r"[;\s,]{2,}|^[;\s,]|[;\s,]$", re.ASCII)
+# Characters no path is made with: a newline or tab (a command substitution's trailing newline, a pasted
+# line), which every shell step and log line would split.
+CONTROL = re.compile(r"[\x00-\x1f\x7f]", re.ASCII)
 
 # SYSTEM_DIRS (what a venv, prefix, build, wheel or report path never is itself) and the rule are in
 # _common/path_rules.py, shared with each host's check of the resolved path (paths_usable).
@@ -176,6 +180,27 @@ RULES = {
     "cusparselt_lock_timeout": {"min": 0, "max": 86400},
 }
 
+# Kinds by the end of a variable's name, for a variable RULES does not name (checked in order).
+NAME_KINDS = (
+    ("_cuda_arch_list", {"kind": "arch_list", "empty": True}),
+    ("_find_links", {"kind": "path_or_url"}),
+    ("_sha256", {"kind": "sha256", "empty": True}),
+    # An environment for a command (ml_packages_env, pytorch_extra_env): NAME: scalar.
+    ("_env", {"kind": "env_map"}),
+)
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$", re.ASCII)
+
+def implied_rule(name):
+    """The rule a variable that RULES does not name takes from the end of its name (a role's own copy of a plan
+    input: runtime_env_cuda_arch_list is read as sparkforge_cuda_arch_list is); {} when none."""
+    if "kind" in RULES.get(name, {}):
+        return {}
+    for suffix, implied in NAME_KINDS:
+        if name.endswith(suffix):
+            return dict(implied)
+    return {}
+
+
 # Variables no role's argument_specs lists (play keywords, controller settings, manifest sources); their
 # types.  The preflight role's _preflight_extra_names lists the same names.
 EXTRA_SPECS = {
@@ -243,7 +268,11 @@ def split_list(value):
     if isinstance(value, (list, tuple)):
         return list(value)
     if isinstance(value, str):
-        return [part.strip() for part in value.split(",") if part.strip()]
+        parts = [part.strip() for part in value.split(",")]
+        if len(parts) > 1 and not all(parts):
+            # "pytorch,,triton" or "pytorch," (-e name=a,$UNSET): a name was meant there and none came.
+            raise Invalid("%s has an empty entry between commas: give each name, as a,b" % show(value))
+        return [part for part in parts if part]
     raise Invalid("expected a list (or a comma-separated string), got %s" % show(value))
 
 
@@ -278,6 +307,9 @@ def to_number(value, kind, rule):
 def in_range(number, value, rule):
     """``number`` (what ``value`` was given as) within the rule's min and max."""
     low, high = rule.get("min"), rule.get("max")
+    if number != number:
+        # NaN (YAML .nan, -e x=nan) compares false with every bound, so a range alone would let it through.
+        raise Invalid("%s is not a number (NaN): give a number from %s to %s" % (show(value), low, high))
     if low is not None and number < low or high is not None and number > high:
         bounds = ("from %s to %s" % (low, high) if high is not None else "at least %s" % low) if low is not None \
             else "at most %s" % high
@@ -342,6 +374,14 @@ def check_string(value, kind, rule):
         if bad or not archs:
             raise Invalid("%s is not a TORCH_CUDA_ARCH_LIST like \"9.0;12.1\" (bad: %s)"
                           % (show(value), ", ".join(bad) or "empty"))
+        # Each consumer splits the list its own way (torch's cpp_extension turns each space into ';' and
+        # refuses the empty entry two separators make); a target twice is a typo of another.
+        twice = sorted(set(a for a in archs if archs.count(a) > 1))
+        if twice:
+            raise Invalid("%s lists %s more than once: give each target once" % (show(value), ", ".join(twice)))
+        if value != value.strip() or ARCH_GAP.search(value):
+            raise Invalid("%s has an empty entry (two separators in a row, or one at an end): separate the "
+                          "targets with one ';' (%s)" % (show(value), ";".join(archs)))
     elif kind == "jobs":
         if value != "auto" and not (DIGITS.match(value) and int(value) >= 1):
             raise Invalid("%s is neither 'auto' nor a count of at least 1" % show(value))
@@ -377,9 +417,26 @@ def check_sha256_map(value, where=()):
                           % ("][".join(repr(p) for p in path), show(item)))
 
 
+def check_env_map(value):
+    """An environment: each name a shell variable name, each value a string or number (a null value became the
+    text 'None' in the command's environment; a list or mapping, its repr)."""
+    for key in sorted(value, key=str):
+        item = value[key]
+        if not (isinstance(key, str) and ENV_NAME.match(key)):
+            raise Invalid("%s is not an environment variable name (letters, digits and _, not first a digit)"
+                          % show(key))
+        if item is None or isinstance(item, (dict, list, tuple)):
+            raise Invalid("%s is %s: give its value as a string (\"\" for empty), or remove it"
+                          % (key, "null" if item is None else show(item)))
+
+
 def check_path(value, rule):
     """A path where something is created: normalised, not a system directory, not inside the collection or
     the checkout (``rule["protected"]``: (directory, the part of it that may be written) pairs)."""
+    control = CONTROL.search(value)
+    if control:
+        raise Invalid("%s has the control character %r in it (a newline pasted or left by $(...)?): give the path "
+                      "alone, on one line" % (show(value), control.group(0)))
     parts = value.split("/")
     if ".." in parts or "." in parts:
         raise Invalid("%s has '.' or '..' in it: give the path itself (%s)" % (show(value), os.path.normpath(value)))
@@ -474,6 +531,9 @@ def check_one(name, value, spec, protected=()):
         kind = "path"
     if kind is None and vtype == "str" and (name.endswith("_url") and not name.endswith("_repo_url")):
         kind = "url"
+    if kind is None and implied_rule(name):
+        rule = dict(implied_rule(name), **rule)
+        kind = rule["kind"]
     # Empty where that means nothing: allowed where the rule says so or the role's own default is empty
     # (the argument_specs lookup marks those: "none" or "the default" is what the role documents for it). An
     # empty list or mapping means "none" (no extra wheels, no patches), except where a rule says nonempty.
@@ -490,12 +550,18 @@ def check_one(name, value, spec, protected=()):
             raise Invalid("expected a mapping (name: value, or JSON {...} with -e), got %s" % show(value))
         if kind == "sha256_map":
             check_sha256_map(value)
+        if kind == "env_map":
+            check_env_map(value)
         return value
     if vtype == "list":
         items = split_list(value)
         elements = spec.get("elements", "str")
         out = []
-        for item in items:
+        for index, item in enumerate(items):
+            if elements in ("str", "path") and isinstance(item, str) and not item.strip():
+                # ["einops", ""]: an element left empty names nothing (a trailing comma, an unset variable).
+                raise Invalid("element %d of %s is empty: remove it or give %s" % (
+                    index, show(value), KIND_WORDS.get(kind, "a value")))
             if elements in ("str", "path"):
                 ekind = "path" if elements == "path" else kind
                 erule = dict(rule, empty=False)
@@ -508,6 +574,8 @@ def check_one(name, value, spec, protected=()):
             elif elements == "dict":
                 if not isinstance(item, dict):
                     raise Invalid("element %s is not a mapping" % show(item))
+                if spec.get("options"):
+                    check_fields(index, item, spec["options"])
                 out.append(item)
             else:
                 out.append(item)
@@ -530,6 +598,28 @@ def check_one(name, value, spec, protected=()):
             return value
         return check_string(value, kind, rule)
     return check_string(value, kind, rule)
+
+
+def check_fields(index, item, options):
+    """An entry of a list of mappings whose fields the argument spec types (``options``): no unknown or missing
+    field, each of its type (``versions: 12`` where a list is meant would be iterated, as a number, later)."""
+    unknown = sorted(set(item) - set(options), key=str)
+    if unknown:
+        raise Invalid("element %d has the unknown field(s) %s (known: %s)" % (
+            index, ", ".join(repr(k) for k in unknown), ", ".join(sorted(options))))
+    for key in sorted(options):
+        sub = options[key]
+        if key not in item or item[key] is None:
+            if sub.get("required"):
+                raise Invalid("element %d %s has no %s" % (index, show(item), key))
+            continue
+        if sub.get("type") == "list" and not isinstance(item[key], (list, tuple)):
+            raise Invalid("element %d field %s is %s, not a list: write it as [%s]" % (
+                index, key, show(item[key]), show(item[key]).split(" (")[0]))
+        try:
+            check_one(key, item[key], sub)
+        except Invalid as exc:
+            raise Invalid("element %d field %s: %s" % (index, key, exc))
 
 
 def check(values, specs, protected=(), given=None):

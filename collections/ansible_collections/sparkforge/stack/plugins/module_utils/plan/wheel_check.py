@@ -160,7 +160,10 @@ def wheelhouse_problems(location, wanted, python_version, machine, variable):
     ``wanted``: project -> planned version (the local tag aside, as pip's ``name==version`` takes it).
     For each project the wheelhouse holds at that version, some wheel must fit the host's Python and
     machine; every wheel that fits (any of them may be what pip installs, a dependency too) must open
-    as a wheel. A project the wheelhouse lacks is pip's to report (No matching distribution)."""
+    as a wheel. torch itself must be there at its planned release: the pytorch role installs it from this
+    directory alone (pip --no-index), after the venv is made, so an empty wheelhouse or one without torch
+    would fail only after a change. Another project the wheelhouse lacks is pip's to report (its role may read
+    a wheelhouse of its own)."""
     directory = local_dir(location)
     if directory is not None and os.path.lexists(directory) and not os.path.isdir(directory):
         # A wheel file given where the directory that holds the wheels is meant: every check below would skip it.
@@ -176,6 +179,14 @@ def wheelhouse_problems(location, wanted, python_version, machine, variable):
         planned = str(version).split("+", 1)[0]
         candidates = [f for f in files if (parse(f) or {}).get("name") == normalise(project)
                       and (parse(f) or {}).get("version", "").split("+", 1)[0] == planned]
+        if project == "torch" and not candidates:
+            held = sorted(set("%s %s" % (p["name"], p["version"]) for p in (parse(f) for f in files)
+                              if p and p.get("name") == "torch"))
+            out.append("the wheelhouse %s (%s) has no torch %s wheel (%s): pip installs torch from it alone "
+                       "(--no-index); put the planned wheel there, or set sparkforge_torch_source to index"
+                       % (directory, variable, planned, "it holds " + ", ".join(held) if held
+                          else "it holds %d wheel(s), none of torch" % len(files)))
+            continue
         if candidates and all(tag_problem(f, python_version, machine) for f in candidates):
             out.append("the wheelhouse %s (%s) has no %s %s wheel for this host (Python %s, %s): %s" % (
                 directory, variable, project, version, ".".join(str(python_version).split(".")[:2]),

@@ -24,7 +24,7 @@ def bad_values(name, passes_ansible=False):
     """Values every declared variable refuses, drawn from its type.  ``passes_ansible``: only values Ansible's own
     argument check of a role converts without complaint (null, empty, non-ASCII digits, out of range, relative
     paths), so that validate_vars is what names them."""
-    spec, rule = MERGED[name], validate.RULES.get(name, {})
+    spec, rule = MERGED[name], dict(validate.implied_rule(name), **validate.RULES.get(name, {}))
     vtype = spec.get("type", "str")
     kind = rule.get("kind") or ("path" if vtype == "path" else None)
     options = []
@@ -49,8 +49,17 @@ def bad_values(name, passes_ansible=False):
         options.append(st.sampled_from(["maybe", 2, [True]]))
     if vtype == "dict" and not passes_ansible:
         options.append(st.sampled_from(["a=b", ["x"], 3]))
+    if vtype == "float":
+        options.append(st.just(float("nan")))
+    if vtype == "list" and spec.get("elements", "str") == "str" and not (passes_ansible and spec.get("choices")):
+        options.append(st.sampled_from([["x", ""], ["", "x"], [" "]]))
     if kind == "path" and name not in validate.READ_PATHS:
-        options.append(st.sampled_from(["relative/dir", "./v", "/usr", "/opt/../usr", "/opt/./x"]))
+        options.append(st.sampled_from(["relative/dir", "./v", "/usr", "/opt/../usr", "/opt/./x", "/opt/x\n",
+                                        "/opt/a\tb"]))
+    if kind == "env_map" and vtype == "dict":
+        options.append(st.sampled_from([{"PIP_TIMEOUT": None}, {"1BAD": "x"}, {"A B": "x"}, {"X": ["a"]}]))
+    if kind == "arch_list":
+        options.append(st.sampled_from(["9.0;9.0", "9.0  12.1", ";9.0", "9.0;", "sm_90", "90"]))
     if kind in ("version", "release"):
         options.append(st.floats(min_value=0.1, max_value=99.9, allow_nan=False))
     if passes_ansible and spec.get("choices"):

@@ -114,6 +114,13 @@ def test_a_gpu_of_a_new_class_is_one_row_of_the_table():
     ({"gb10": {"class": "dgx_spark"}}, "sparkforge_gpu_platforms.gb10: match must be a regular expression"),
     ({"gb10": {"match": "GB(10", "class": "dgx_spark"}}, "sparkforge_gpu_platforms.gb10: match 'GB(10' is not a "
                                                          "regular expression"),
+    # The peaks verify compares with, checked where the table is read (preflight), not when verify divides by them.
+    pytest.param({"gb10": {"match": "GB10", "class": "dgx_spark", "mem_bw_gbs": "fast"}},
+                 "sparkforge_gpu_platforms.gb10: mem_bw_gbs 'fast' is not a positive number (or null where the "
+                 "datasheet gives none)", id="V46"),
+    pytest.param({"gb10": {"match": "GB10", "class": "dgx_spark", "tflops": {"bf16": -1, "fp4": None}}},
+                 "sparkforge_gpu_platforms.gb10: tflops.bf16 -1 is not a positive number", id="V47"),
+    ({"gb10": {"match": "GB10", "class": "dgx_spark", "tflops": {"bf16": float("nan")}}}, "tflops.bf16 nan is not"),
 ])
 def test_a_table_that_cannot_classify_is_refused(table, message):
     with pytest.raises(p.FactsError) as err:

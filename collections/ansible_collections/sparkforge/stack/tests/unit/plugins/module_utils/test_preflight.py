@@ -66,6 +66,24 @@ def test_each_problem_is_reported_with_what_to_do():
         assert hint in text
 
 
+@pytest.mark.parametrize("row_id", [pytest.param("H16", id="H16")])
+def test_a_build_dir_on_a_kernel_file_system_is_named_as_such_not_as_no_free_space(row_id):
+    """H16: the prefix under /sys: the disk facts measured at /sys/fs say why nothing can be made there (sysfs
+    reports 0 free), and the plan says that instead of asking to free space."""
+    from ansible_collections.sparkforge.stack.plugins.module_utils.host import host_facts
+    disk = host_facts.disk_free("/sys/fs/sparkforge/build")
+    assert disk["unwritable"] == "/sys/fs is on the kernel's sysfs file system (mounted at /sys), where no " \
+                                 "directory can be made"
+    assert "unwritable" not in host_facts.disk_free(os.path.dirname(__file__))
+    facts = spark_facts()
+    facts["disk"] = {"/sys/fs/sparkforge/build": disk}
+    found = pf.problems(facts, HOST, dict(CHECKS, build_dir="/sys/fs/sparkforge/build"))
+    assert [p["message"] for p in found] == [
+        "sparkforge_build_dir /sys/fs/sparkforge/build: /sys/fs is on the kernel's sysfs file system (mounted at "
+        "/sys), where no directory can be made: nothing can be made there; give sparkforge_prefix (or "
+        "sparkforge_build_dir) a path on a writable disk"]
+
+
 def test_x86_allowed_by_variable_and_thresholds_follow_the_plan():
     facts = spark_facts()
     facts["cpu"]["arch"] = "x86_64"

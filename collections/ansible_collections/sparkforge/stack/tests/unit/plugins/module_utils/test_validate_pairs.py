@@ -130,6 +130,7 @@ def test_v43_a_versioned_cuda_home_that_disagrees_with_the_cuda_major_is_refused
     pytest.param("V27", {"ml_packages_pins": {"transformerz": "4.40.0"}}, id="V27"),
     pytest.param("V28", {"ml_packages_pins": {"einops": "latest"}}, id="V28"),
     pytest.param("V29", {"ml_packages_profile": "trainig"}, id="V29"),
+    pytest.param("V44", {"ml_packages_pins": {"einops": "0.8.2 "}}, id="V44"),
     pytest.param("V40", {"ml_packages_extra_matrix": {"mypkg": {"methods": [{"method": "pipx"}]}}}, id="V40"),
     pytest.param("V41", {"ml_packages_extra_matrix": {"mypkg": {"methods": [{"method": "wheel", "when": {"os": "x"}}]}}},
                  id="V41"),
@@ -242,6 +243,19 @@ def test_h_a_path_that_resolves_to_a_system_directory_or_into_the_checkout_is_re
     (tmp_path / "into").symlink_to(checkout)
     message = host_paths.path_problem("pytorch_venv", str(tmp_path / "into" / "venv"), protected=PROTECTED)
     assert row("H14").replace("<checkout>", checkout) in message
+
+
+def test_h15_a_path_on_a_kernel_or_read_only_file_system_is_refused_though_root_may_write_it(tmp_path):
+    """H15: access() says yes to root for /proc and for a read-only mount's mode bits; mkdir fails there."""
+    assert host_paths.path_problem("sparkforge_venv", "/proc/sfvenv") == row("H15")
+    # The mount holding a path is the longest mount point above it, its escapes (\040 for a space) read.
+    mounts = tmp_path / "mounts"
+    mounts.write_text("proc /proc proc rw 0 0\nsysfs /sys sysfs rw 0 0\n/dev/sda1 / ext4 rw 0 0\n"
+                      "tmpfs /mnt/my\\040disk tmpfs ro 0 0\n")
+    assert host_paths.mount_of("/sys/fs/x", str(mounts)) == ("/sys", "sysfs")
+    assert host_paths.mount_of("/mnt/my disk/venv", str(mounts)) == ("/mnt/my disk", "tmpfs")
+    assert host_paths.mount_of("/srv/venv", str(mounts)) == ("/", "ext4")
+    assert host_paths.filesystem_problem(str(tmp_path), str(mounts)) is None
 
 
 def test_w12_a_wheelhouse_that_is_a_file_is_refused(tmp_path):
