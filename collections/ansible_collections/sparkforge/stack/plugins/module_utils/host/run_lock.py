@@ -219,15 +219,19 @@ def playbook_runs(proc="/proc"):
 
 
 def this_run(pid=None, proc="/proc"):
-    """The ansible-playbook process this one runs under (itself or an ancestor; a lookup runs in a
-    forked worker): its PID, or None."""
+    """The ansible-playbook process this one runs under: its PID, or None. A lookup runs in a worker forked from
+    ansible-playbook, whose command line is the same: the run is the topmost of the ansible-playbook processes
+    above this one (a worker's PID is gone after its task, and a second run would take the lock as stale)."""
     pid = pid or os.getpid()
+    found = None
     while pid and pid > 1:
         if is_playbook(pid, proc):
-            return pid
+            found = pid
+        elif found is not None:
+            break
         try:
             with open(os.path.join(proc, str(pid), "stat")) as handle:
                 pid = int(handle.read().rsplit(")", 1)[1].split()[1])
         except (IOError, OSError, ValueError, IndexError):
-            return None
-    return None
+            break
+    return found

@@ -8,7 +8,7 @@ import pytest
 
 from ansible_collections.sparkforge.stack.plugins.module_utils._common.job import JobError, LocalSystem
 from ansible_collections.sparkforge.stack.plugins.module_utils.host.run_lock import (
-    RunLockJob, playbook_runs, process_start, read_lock)
+    RunLockJob, playbook_runs, process_start, read_lock, this_run)
 
 STARTED = 1764360000
 
@@ -102,3 +102,20 @@ def test_this_machines_processes_are_read_from_proc():
     assert isinstance(process_start(os.getpid()), int)
     assert process_start(2 ** 22 + 1) is None
     assert all(isinstance(v, int) for v in playbook_runs().values())
+
+
+def test_this_run_is_the_topmost_ansible_playbook_above_a_forked_worker(tmp_path):
+    """A lookup runs in a worker forked from ansible-playbook (the same command line): the run is the process the
+    user started, not the worker (gone after its task: a second run found the lock stale and took it)."""
+    def process(pid, ppid, argv):
+        (tmp_path / str(pid)).mkdir()
+        (tmp_path / str(pid) / "stat").write_text("%d (%s) S %d 0 0\n" % (pid, os.path.basename(argv[0]), ppid))
+        (tmp_path / str(pid) / "cmdline").write_bytes(b"\0".join(a.encode() for a in argv) + b"\0")
+    playbook = ["/venv/bin/python3", "/venv/bin/ansible-playbook", "site.yml"]
+    process(100, 1, ["/bin/bash"])
+    process(200, 100, playbook)
+    process(300, 200, playbook)  # the worker
+    process(400, 300, ["/bin/sh", "-c", "lookup helper"])
+    assert this_run(400, str(tmp_path)) == 200
+    assert this_run(300, str(tmp_path)) == 200
+    assert this_run(100, str(tmp_path)) is None
