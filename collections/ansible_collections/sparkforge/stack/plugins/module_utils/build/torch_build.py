@@ -35,7 +35,8 @@ from ansible_collections.sparkforge.stack.plugins.module_utils.build.build_commo
     cache_key,
     resolve_jobs,
 )
-from ansible_collections.sparkforge.stack.plugins.module_utils._common.files import canonical_json, sha256_file
+from ansible_collections.sparkforge.stack.plugins.module_utils._common.files import (
+    atomic_write_text, canonical_json, sha256_file)
 
 # Peak resident memory of one compile job of PyTorch's CUDA files.  The heavy
 # translation units (CUTLASS GEMMs, flash/mem-efficient attention, FBGEMM GenAI)
@@ -579,8 +580,11 @@ def apply_edit(src, edit, fix_name="edit"):
     for path, _found in plan:
         with open(path) as handle:
             text = handle.read()
-        with open(path, "w") as handle:
-            handle.write(text.replace(edit["old"], edit["new"]))
+        mode = os.stat(path).st_mode & 0o7777
+        # Aside and renamed: a run killed here leaves the old text or the new, never half a file.  The temp
+        # file is made 0600, so the source file's mode (an executable script stays one) is put back.
+        atomic_write_text(path, text.replace(edit["old"], edit["new"]))
+        os.chmod(path, mode)
     return [os.path.relpath(p, src) for p, _f in plan]
 
 
@@ -650,8 +654,8 @@ def read_applied(src):
 
 
 def _write_applied(src, applied):
-    with open(os.path.join(src, MARKER), "w") as handle:
-        json.dump(applied, handle, indent=1, sort_keys=True)
+    # A half-written marker would read as "nothing applied" and the next run would apply the fixes twice.
+    atomic_write_text(os.path.join(src, MARKER), json.dumps(applied, indent=1, sort_keys=True))
 
 
 def apply_all(src, fix_names, fixes, user_patches, check_only=False):

@@ -399,6 +399,23 @@ def test_mem_eff_fix_applies_once(tree):
     assert again[0]["state"] == "already"
 
 
+def test_fix_and_marker_writes_are_renamed_in_not_rewritten_in_place(tree):
+    """Issue 42: a run killed mid-write must leave the old file or the new, never a half one the next run trusts
+    (a half marker reads as "nothing applied" and the fixes would be applied twice).  Each write is a new file
+    renamed over the old name: the name's inode changes, the file's mode is kept, no temp file is left."""
+    cu = tree / KDIR / "cutlassF_f16_aligned.cu"
+    os.chmod(str(cu), 0o755)
+    before = os.stat(str(cu)).st_ino
+    tb.apply_all(str(tree), ["mem_eff_sm121_guard"], FIXES, [])
+    assert os.stat(str(cu)).st_ino != before and os.stat(str(cu)).st_mode & 0o777 == 0o755
+    marker = tree / tb.MARKER
+    first = os.stat(str(marker)).st_ino
+    tb.apply_edit(str(tree), {"files": "README", "old": "line two\n", "new": "line 2\n"})
+    tb._write_applied(str(tree), dict(tb.read_applied(str(tree)), extra="x"))
+    assert os.stat(str(marker)).st_ino != first and tb.read_applied(str(tree))["extra"] == "x"
+    assert not [n for n in os.listdir(str(tree)) if n.startswith(".") and n not in (".git", tb.MARKER)]
+
+
 def test_fix_check_only_changes_nothing(tree):
     before = (tree / KDIR / "cutlassF_f16_aligned.cu").read_text()
     report = tb.apply_all(str(tree), ["mem_eff_sm121_guard"], FIXES, [], check_only=True)
