@@ -24,6 +24,7 @@ import re
 import unicodedata
 
 from ansible_collections.sparkforge.stack.plugins.module_utils._common import path_rules
+from ansible_collections.sparkforge.stack.plugins.module_utils.cuda import arch
 
 # The stack's components, in the order the plays run them: the one list.  preflight's plan imports it; the
 # manifest's default sparkforge_components and the plays' `'<name>' in sparkforge_components` gates are YAML
@@ -39,13 +40,11 @@ RELEASE = re.compile(r"^\d+\.\d+\.\d+$", re.ASCII)
 URL = re.compile(r"^(https?|file)://[^\s]+$", re.ASCII)
 GIT_URL = re.compile(r"^((https?|ssh|git|file)://[^\s]+|[\w.-]+@[\w.-]+:[^\s]+)$", re.ASCII)
 SHA256 = re.compile(r"^[0-9a-fA-F]{64}$", re.ASCII)
-ARCH = re.compile(r"^\d+\.\d+[af]?(\+PTX)?$", re.ASCII)
 PERCENT = re.compile(r"^\d+(\.\d+)?%$", re.ASCII)
 GENERATION = re.compile(r"^[1-9]\d*$", re.ASCII)
 # Every pattern is ASCII-only: Python's \d also matches full-width and other Unicode digits ("２.11.0").
 DIGITS = re.compile(r"^[0-9]+$", re.ASCII)
 KEYRING = re.compile(r"^\d+(\.\d+)*(-\d+)?$", re.ASCII)
-ARCH_SPLIT = re.compile(r"[;\s,]+", re.ASCII)
 
 # SYSTEM_DIRS (what a venv, prefix, build, wheel or report path never is itself) and the rule are in
 # _common/path_rules.py, shared with each host's check of the resolved path (paths_usable).
@@ -337,11 +336,11 @@ def check_string(value, kind, rule):
         if not SHA256.match(value):
             raise Invalid("%s is not a sha256 (64 hexadecimal digits)" % show(value))
     elif kind == "arch_list":
-        archs = [a for a in ARCH_SPLIT.split(value.strip()) if a]
-        bad = [a for a in archs if not ARCH.match(a)]
-        if bad or not archs:
+        try:
+            arch.parse_list(value, allow_empty=False)
+        except arch.ArchError as exc:
             raise Invalid("%s is not a TORCH_CUDA_ARCH_LIST like \"9.0;12.1\" (bad: %s)"
-                          % (show(value), ", ".join(bad) or "empty"))
+                          % (show(value), ", ".join(exc.bad) or "empty"))
     elif kind == "jobs":
         if value != "auto" and not (DIGITS.match(value) and int(value) >= 1):
             raise Invalid("%s is neither 'auto' nor a count of at least 1" % show(value))
