@@ -13,8 +13,9 @@ import pytest
 from hypothesis import given, strategies as st
 
 from ansible_collections.sparkforge.stack.plugins.module_utils.cuda import arch
-from ansible_collections.sparkforge.stack.plugins.module_utils.build import heavy_build, torch_build
-from ansible_collections.sparkforge.stack.plugins.module_utils.packages import fatbin
+from ansible_collections.sparkforge.stack.plugins.module_utils.build import torch_build
+from ansible_collections.sparkforge.stack.plugins.module_utils.cuda import fatbin
+from ansible_collections.sparkforge.stack.plugins.module_utils.packages import heavy_build
 from ansible_collections.sparkforge.stack.plugins.module_utils.plan import validate
 
 majors = st.integers(min_value=1, max_value=15)

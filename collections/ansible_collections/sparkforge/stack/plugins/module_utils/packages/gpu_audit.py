@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The audit of GPU packages before they are installed, and of the whole venv (verify).
 
-* Device code (module_utils/packages/fatbin.py): every shared object against the host's compute
+* Device code (module_utils/cuda/fatbin.py): every shared object against the host's compute
   capabilities (a wheel without code the host can run, no SASS of the same major with minor <=
   the host's and no PTX it can JIT, is refused) and, for a source build, against the arch list
   it was asked for (requested_targets: a target missing is refused, one not asked reported, or
@@ -24,8 +24,9 @@ import re
 import shutil
 import struct
 
-from ansible_collections.sparkforge.stack.plugins.module_utils.build.heavy_build import HeavyBuildError, parse_arch_list
-from ansible_collections.sparkforge.stack.plugins.module_utils.packages import elf_links, fatbin
+from ansible_collections.sparkforge.stack.plugins.module_utils.packages.heavy_build import HeavyBuildError, parse_arch_list
+from ansible_collections.sparkforge.stack.plugins.module_utils.cuda import fatbin
+from ansible_collections.sparkforge.stack.plugins.module_utils.packages import elf_links
 
 
 def no_gpu_code_cause(env, gpu_build):
