@@ -25,6 +25,7 @@ import shutil
 import struct
 
 from ansible_collections.sparkforge.stack.plugins.module_utils.packages.heavy_build import HeavyBuildError, parse_arch_list
+from ansible_collections.sparkforge.stack.plugins.module_utils.cuda import arch as cuda_arch
 from ansible_collections.sparkforge.stack.plugins.module_utils.cuda import fatbin
 from ansible_collections.sparkforge.stack.plugins.module_utils.packages import elf_links
 
@@ -58,8 +59,8 @@ def requested_targets(gpu_build, env):
     value = (env or {}).get(name, "")
     if spec["form"] == "torch":
         archs = parse_arch_list(value, name)
-        sass = ["sm_%d%d%s" % (a["major"], a["minor"], a["variant"]) for a in archs]
-        ptx = ["compute_%d%d%s" % (a["major"], a["minor"], a["variant"]) for a in archs if a["ptx"]]
+        sass = [cuda_arch.to_sm(a) for a in archs]
+        ptx = [cuda_arch.to_sm(a, "compute") for a in archs if a["ptx"]]
     else:
         sass = ["sm_%s" % n for n in value.split(spec.get("separator", ";")) if n]
         ptx = []
