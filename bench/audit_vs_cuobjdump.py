@@ -23,7 +23,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "collections"))
 
-from ansible_collections.sparkforge.stack.plugins.module_utils.packages import fatbin  # noqa: E402
+from ansible_collections.sparkforge.stack.plugins.module_utils.cuda import fatbin  # noqa: E402
 
 
 def timed(func, repeat):

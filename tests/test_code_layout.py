@@ -100,3 +100,31 @@ def test_no_python_file_over_500_lines_without_a_reason_at_its_top():
             unexplained.append("%s (%d lines)" % (os.path.relpath(path, REPO), len(lines)))
     assert not unexplained, ("split these, or say why each stays whole in a comment starting %r among its "
                              "first %d lines: %s" % (REASON, HEAD, ", ".join(unexplained)))
+
+
+MODULE_UTILS = "ansible_collections.sparkforge.stack.plugins.module_utils"
+
+
+def _folder_imports():
+    """``{(folder A, folder B): [A's files importing B]}`` between module_utils' subpackages (issue 45, item 2)."""
+    root = os.path.join(COLLECTION, "plugins", "module_utils")
+    edges = {}
+    for path in sorted(glob.glob(os.path.join(root, "*", "*.py"))):
+        folder = os.path.basename(os.path.dirname(path))
+        with open(path) as handle:
+            tree = ast.parse(handle.read(), path)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(MODULE_UTILS + "."):
+                other = node.module[len(MODULE_UTILS) + 1:].split(".")[0]
+                if other != folder:
+                    edges.setdefault((folder, other), []).append(os.path.basename(path))
+    return edges
+
+
+def test_no_two_module_utils_folders_import_each_other():
+    """A folder that imports another is above it: rules sit beside their users, so dependencies run one way."""
+    edges = _folder_imports()
+    assert len(edges) > 10, "the folder import graph was not read"
+    both = ["%s -> %s (%s) and back (%s)" % (a, b, ", ".join(sorted(set(files))), ", ".join(sorted(set(edges[(b, a)]))))
+            for (a, b), files in sorted(edges.items()) if a < b and (b, a) in edges]
+    assert both == [], "module_utils folders importing each other: " + "; ".join(both)

@@ -78,7 +78,7 @@ if [ -n "$so" ]; then
   "$PY" - "$so" <<'PYEOF' | tee "$OUT/other-arch.txt"
 import os, sys, tempfile, zipfile, yaml
 sys.path.insert(0, "collections")
-from ansible_collections.sparkforge.stack.plugins.module_utils.build import gpu_audit
+from ansible_collections.sparkforge.stack.plugins.module_utils.packages import gpu_audit
 entry = yaml.safe_load(open("collections/ansible_collections/sparkforge/stack/roles/manifest/defaults/main/"
                             "ml_packages.yml"))["sparkforge_ml_packages"]["deepspeed"]
 with tempfile.TemporaryDirectory() as tmp:

@@ -1,4 +1,4 @@
-"""Issue 35 item 4 on the GPU machine: the venv-wide audit (module_utils/build/gpu_audit.venv_audit) timed
+"""Issue 35 item 4 on the GPU machine: the venv-wide audit (module_utils/packages/gpu_audit.venv_audit) timed
 against cuobjdump --list-elf / --list-ptx over the same libraries, and their SASS lists compared.
 
 Usage: python3 bench/gpu/venv_audit_vs_cuobjdump.py SITE_PACKAGES TARGET OUT.json [cuobjdump]
@@ -10,8 +10,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "collections"))
-from ansible_collections.sparkforge.stack.plugins.module_utils.packages import fatbin  # noqa: E402
-from ansible_collections.sparkforge.stack.plugins.module_utils.build import gpu_audit  # noqa: E402
+from ansible_collections.sparkforge.stack.plugins.module_utils.cuda import fatbin  # noqa: E402
+from ansible_collections.sparkforge.stack.plugins.module_utils.packages import gpu_audit  # noqa: E402
 
 site, target, out = sys.argv[1:4]
 cuobjdump = sys.argv[4] if len(sys.argv) > 4 else "/usr/local/cuda/bin/cuobjdump"

@@ -31,7 +31,7 @@ sys.path.insert(0, COLLECTIONS)
 from ansible_collections.sparkforge.stack.plugins.module_utils.host import host_paths, platforms  # noqa: E402
 from ansible_collections.sparkforge.stack.plugins.module_utils.packages import pip_env  # noqa: E402
 from ansible_collections.sparkforge.stack.plugins.module_utils.build import torch_build as tb  # noqa: E402
-from ansible_collections.sparkforge.stack.plugins.module_utils.plan import torch_result as tr  # noqa: E402
+from ansible_collections.sparkforge.stack.plugins.module_utils.build import torch_result as tr  # noqa: E402
 
 ZIP_DATE = (2026, 1, 1, 0, 0, 0)
 

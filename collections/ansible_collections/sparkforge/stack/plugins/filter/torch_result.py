@@ -63,7 +63,7 @@ _value:
   type: str
 """
 
-from ansible_collections.sparkforge.stack.plugins.module_utils.plan.torch_result import planned_build, result_message
+from ansible_collections.sparkforge.stack.plugins.module_utils.build.torch_result import planned_build, result_message
 
 
 def torch_result(found, venv, planned_version, source, index_url="", cuda_major=13, gpu=True):

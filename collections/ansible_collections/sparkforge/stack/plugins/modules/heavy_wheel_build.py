@@ -168,7 +168,7 @@ notes:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.sparkforge.stack.plugins.module_utils.build import heavy_wheels
+from ansible_collections.sparkforge.stack.plugins.module_utils.packages import heavy_wheels
 from ansible_collections.sparkforge.stack.plugins.module_utils._common.job import AnsibleSystem, JobError
 from ansible_collections.sparkforge.stack.plugins.module_utils.packages.pip_env import scrub_process_environ
 

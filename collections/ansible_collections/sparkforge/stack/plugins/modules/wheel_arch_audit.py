@@ -183,7 +183,7 @@ import os
 import subprocess
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.sparkforge.stack.plugins.module_utils.packages.fatbin import (
+from ansible_collections.sparkforge.stack.plugins.module_utils.cuda.fatbin import (
     VERDICTS,
     FatbinError,
     audit,

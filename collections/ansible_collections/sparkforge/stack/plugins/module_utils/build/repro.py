@@ -39,7 +39,7 @@ import time
 import zipfile
 
 from ansible_collections.sparkforge.stack.plugins.module_utils._common.files import sha256_file
-from ansible_collections.sparkforge.stack.plugins.module_utils.packages.fatbin import FatbinError, elf_sections
+from ansible_collections.sparkforge.stack.plugins.module_utils.cuda.fatbin import FatbinError, elf_sections
 
 # Part of every build's cache key: a change to what normalize_wheel writes must not reuse old wheels.
 SCHEME = 1

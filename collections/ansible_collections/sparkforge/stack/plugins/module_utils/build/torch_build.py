@@ -37,6 +37,7 @@ from ansible_collections.sparkforge.stack.plugins.module_utils.build.build_commo
 )
 from ansible_collections.sparkforge.stack.plugins.module_utils._common.files import (
     atomic_write_text, canonical_json, sha256_file)
+from ansible_collections.sparkforge.stack.plugins.module_utils.cuda import arch
 
 # Peak resident memory of one compile job of PyTorch's CUDA files.  The heavy
 # translation units (CUTLASS GEMMs, flash/mem-efficient attention, FBGEMM GenAI)
@@ -46,9 +47,6 @@ from ansible_collections.sparkforge.stack.plugins.module_utils._common.files imp
 MEM_PER_JOB_GIB = 4.0
 # Kept free for the system, the linker of libtorch_cuda.so (several GiB) and pip.
 RESERVE_GIB = 4.0
-
-_ARCH_RE = re.compile(r"^(\d+)\.(\d+)([af]?)(\+PTX)?$")
-
 
 class ArchListError(BuildError):
     """The arch list cannot be built by this release (message says why and what to do)."""
@@ -69,62 +67,29 @@ def version_tuple(text):
 # ---------------------------------------------------------------- arch lists
 
 def parse_arch_list(value):
-    """Split a TORCH_CUDA_ARCH_LIST ('8.0;9.0 12.0+PTX' or a list) into entries.
+    """Split a TORCH_CUDA_ARCH_LIST ('8.0;9.0 12.0+PTX' or a list) into entries (cuda/arch.py reads them).
 
-    Each entry: {'name', 'base', 'suffix' ('', 'a' or 'f'), 'ptx'}.
+    Each entry: cuda.arch's fields plus 'name' (the text) and 'suffix' (the variant: '', 'a' or 'f').
     Raises ArchListError for text that is not an arch name.
     """
-    if value is None:
-        return []
-    if isinstance(value, (list, tuple)):
-        parts = []
-        for item in value:
-            parts.extend(re.split(r"[;,\s]+", str(item)))
-    else:
-        parts = re.split(r"[;,\s]+", str(value))
-    entries = []
-    for part in parts:
-        if not part:
-            continue
-        match = _ARCH_RE.match(part)
-        if not match:
-            raise ArchListError(
-                "'%s' is not a TORCH_CUDA_ARCH_LIST name: use a compute capability like 9.0 or 12.0, "
-                "optionally with an 'a' suffix (12.0a) and/or '+PTX' (12.0+PTX)" % part)
-        base = "%s.%s" % (match.group(1), match.group(2))
-        entries.append({
-            "name": part,
-            "base": base,
-            "suffix": match.group(3),
-            "ptx": bool(match.group(4)),
-        })
+    try:
+        entries = arch.parse_list(value, "TORCH_CUDA_ARCH_LIST")
+    except arch.ArchError as exc:
+        raise ArchListError(str(exc))
+    for entry in entries:
+        entry["name"], entry["suffix"] = entry["text"], entry["variant"]
     return entries
 
 
 def format_arch_list(entries):
-    """Canonical ';'-joined list: sorted by capability, duplicates merged."""
-    merged = {}
-    for entry in entries:
-        key = (entry["base"], entry["suffix"])
-        if key in merged:
-            merged[key]["ptx"] = merged[key]["ptx"] or entry["ptx"]
-        else:
-            merged[key] = dict(entry)
-    ordered = sorted(merged.values(), key=lambda e: (version_tuple(e["base"]), e["suffix"]))
-    return ";".join("%s%s%s" % (e["base"], e["suffix"], "+PTX" if e["ptx"] else "") for e in ordered)
+    """Canonical ';'-joined list: sorted by capability, duplicates merged (read again from each name,
+    which plan_arch_list may have swapped)."""
+    return arch.to_torch([arch.parse_name(entry["name"]) for entry in entries])
 
 
 def runs_on(entry, capability):
-    """Whether an arch list entry gives code a GPU of ``capability`` ('12.1') runs (FIELD_NOTES, binary
-    compatibility): SASS X.Y runs on X.Z with Z >= Y; an 'a' target only on exactly X.Y; an 'f' target on
-    the X family from X.Y on; PTX (+PTX) is JIT-compiled for any capability >= X.Y."""
-    have = version_tuple(capability)
-    base = version_tuple(entry["base"])
-    if entry["ptx"] and have >= base:
-        return True
-    if entry["suffix"] == "a":
-        return have == base
-    return have[0] == base[0] and have >= base
+    """Whether an arch list entry gives code a GPU of ``capability`` ('12.1') runs (cuda/arch.py's rules)."""
+    return arch.runs_on(entry["name"], capability)
 
 
 def uncovered_capabilities(entries, capabilities):

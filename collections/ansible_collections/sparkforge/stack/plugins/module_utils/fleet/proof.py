@@ -25,8 +25,8 @@ import json
 import re
 import shlex
 
-from ansible_collections.sparkforge.stack.plugins.module_utils.plan.torch_result import planned_build
-from ansible_collections.sparkforge.stack.plugins.module_utils.plan.torch_result import split_version
+from ansible_collections.sparkforge.stack.plugins.module_utils.build.torch_result import planned_build
+from ansible_collections.sparkforge.stack.plugins.module_utils.build.torch_result import split_version
 
 # Runs in the venv's python with one argument: a JSON list of requirements.  Prints
 # {"dists": {canonical name: version}, "satisfied": {requirement: true/false/null}}.

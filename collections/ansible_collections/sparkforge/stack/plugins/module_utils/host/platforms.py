@@ -12,6 +12,8 @@ __metaclass__ = type
 
 import re
 
+from ansible_collections.sparkforge.stack.plugins.module_utils.cuda import arch
+
 # The fields asked of nvidia-smi, in this order.  `compute_cap` exists since
 # driver 510; every driver sparkforge supports (>= 580 for Blackwell) has it.
 QUERY_FIELDS = ("index", "name", "compute_cap", "driver_version", "memory.total", "uuid", "pci.bus_id")
@@ -62,11 +64,11 @@ def parse_memory_mib(value):
 
 
 def capability_to_sm(capability):
-    """'12.1' -> 'sm_121', '9.0' -> 'sm_90'."""
-    match = re.match(r"^(\d+)\.(\d+)$", capability.strip())
-    if not match:
+    """'12.1' -> 'sm_121', '9.0' -> 'sm_90' (cuda/arch.py's names)."""
+    try:
+        return arch.to_sm(arch.parse_name(capability))
+    except arch.ArchError:
         raise FactsError("cannot read a compute capability from %r" % capability)
-    return "sm_%d%d" % (int(match.group(1)), int(match.group(2)))
 
 
 def _peak_problem(value):

@@ -32,7 +32,7 @@ import re
 import struct
 import zipfile
 
-from ansible_collections.sparkforge.stack.plugins.module_utils.packages import fatbin
+from ansible_collections.sparkforge.stack.plugins.module_utils.cuda import fatbin
 
 SHT_DYNAMIC = 6
 SHT_DYNSYM = 11

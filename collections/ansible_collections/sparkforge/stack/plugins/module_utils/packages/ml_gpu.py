@@ -14,8 +14,9 @@ __metaclass__ = type
 import os
 import time
 
-from ansible_collections.sparkforge.stack.plugins.module_utils.build import gpu_audit, heavy_build
-from ansible_collections.sparkforge.stack.plugins.module_utils.packages import elf_links, fatbin
+from ansible_collections.sparkforge.stack.plugins.module_utils.packages import gpu_audit
+from ansible_collections.sparkforge.stack.plugins.module_utils.cuda import fatbin
+from ansible_collections.sparkforge.stack.plugins.module_utils.packages import elf_links, heavy_build
 from ansible_collections.sparkforge.stack.plugins.module_utils.packages import ml_packages as mp
 from ansible_collections.sparkforge.stack.plugins.module_utils._common.files import makedirs
 from ansible_collections.sparkforge.stack.plugins.module_utils._common.job import JobError

@@ -31,7 +31,7 @@ import hashlib
 import os
 import re
 
-from ansible_collections.sparkforge.stack.plugins.module_utils.build import heavy_build
+from ansible_collections.sparkforge.stack.plugins.module_utils.packages import heavy_build
 from ansible_collections.sparkforge.stack.plugins.module_utils.packages import smoke
 
 METHODS = ("wheel", "index", "source", "skip")

@@ -24,7 +24,7 @@ import shutil
 import tempfile
 import time
 
-from ansible_collections.sparkforge.stack.plugins.module_utils.build import heavy_build
+from ansible_collections.sparkforge.stack.plugins.module_utils.packages import heavy_build
 from ansible_collections.sparkforge.stack.plugins.module_utils.packages import ml_gpu
 from ansible_collections.sparkforge.stack.plugins.module_utils.packages import ml_packages as mp
 from ansible_collections.sparkforge.stack.plugins.module_utils.packages import smoke

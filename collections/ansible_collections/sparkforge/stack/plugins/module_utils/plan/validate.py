@@ -24,6 +24,7 @@ import re
 import unicodedata
 
 from ansible_collections.sparkforge.stack.plugins.module_utils._common import path_rules
+from ansible_collections.sparkforge.stack.plugins.module_utils.cuda import arch
 
 # The stack's components, in the order the plays run them: the one list.  preflight's plan imports it; the
 # manifest's default sparkforge_components and the plays' `'<name>' in sparkforge_components` gates are YAML
@@ -39,7 +40,6 @@ RELEASE = re.compile(r"^\d+\.\d+\.\d+$", re.ASCII)
 URL = re.compile(r"^(https?|file)://[^\s]+$", re.ASCII)
 GIT_URL = re.compile(r"^((https?|ssh|git|file)://[^\s]+|[\w.-]+@[\w.-]+:[^\s]+)$", re.ASCII)
 SHA256 = re.compile(r"^[0-9a-fA-F]{64}$", re.ASCII)
-ARCH = re.compile(r"^\d+\.\d+[af]?(\+PTX)?$", re.ASCII)
 PERCENT = re.compile(r"^\d+(\.\d+)?%$", re.ASCII)
 GENERATION = re.compile(r"^[1-9]\d*$", re.ASCII)
 # Every pattern is ASCII-only: Python's \d also matches full-width and other Unicode digits ("２.11.0").
@@ -369,11 +369,12 @@ def check_string(value, kind, rule):
         if not SHA256.match(value):
             raise Invalid("%s is not a sha256 (64 hexadecimal digits)" % show(value))
     elif kind == "arch_list":
-        archs = [a for a in ARCH_SPLIT.split(value.strip()) if a]
-        bad = [a for a in archs if not ARCH.match(a)]
-        if bad or not archs:
+        try:
+            arch.parse_list(value, allow_empty=False)
+        except arch.ArchError as exc:
             raise Invalid("%s is not a TORCH_CUDA_ARCH_LIST like \"9.0;12.1\" (bad: %s)"
-                          % (show(value), ", ".join(bad) or "empty"))
+                          % (show(value), ", ".join(exc.bad) or "empty"))
+        archs = [a for a in ARCH_SPLIT.split(value.strip()) if a]
         # Each consumer splits the list its own way (torch's cpp_extension turns each space into ';' and
         # refuses the empty entry two separators make); a target twice is a typo of another.
         twice = sorted(set(a for a in archs if archs.count(a) > 1))

@@ -21,7 +21,7 @@ import subprocess
 import tempfile
 
 from ansible_collections.sparkforge.stack.plugins.module_utils.verify import multi_gpu
-from ansible_collections.sparkforge.stack.plugins.module_utils.packages import fatbin
+from ansible_collections.sparkforge.stack.plugins.module_utils.cuda import fatbin
 from ansible_collections.sparkforge.stack.plugins.module_utils.verify import gpu_clocks, png_chart
 from ansible_collections.sparkforge.stack.plugins.module_utils.verify import torch_check_script
 from ansible_collections.sparkforge.stack.plugins.module_utils._common.clock import utc_now

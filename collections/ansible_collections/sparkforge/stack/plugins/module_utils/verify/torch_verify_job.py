@@ -17,8 +17,9 @@ import platform as pyplatform
 import time
 
 from ansible_collections.sparkforge.stack.plugins.module_utils._common.job import LocalSystem
-from ansible_collections.sparkforge.stack.plugins.module_utils.packages import elf_links, fatbin, smoke
-from ansible_collections.sparkforge.stack.plugins.module_utils.build import gpu_audit
+from ansible_collections.sparkforge.stack.plugins.module_utils.cuda import fatbin
+from ansible_collections.sparkforge.stack.plugins.module_utils.packages import elf_links, smoke
+from ansible_collections.sparkforge.stack.plugins.module_utils.packages import gpu_audit
 from ansible_collections.sparkforge.stack.plugins.module_utils.verify import multi_gpu
 from ansible_collections.sparkforge.stack.plugins.module_utils.verify.torch_checks import (
     VerifyError,

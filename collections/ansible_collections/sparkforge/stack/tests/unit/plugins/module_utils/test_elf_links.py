@@ -18,7 +18,7 @@ import zipfile
 
 import pytest
 
-from ansible_collections.sparkforge.stack.plugins.module_utils.build import gpu_audit as ga
+from ansible_collections.sparkforge.stack.plugins.module_utils.packages import gpu_audit as ga
 from ansible_collections.sparkforge.stack.plugins.module_utils.packages import elf_links
 
 CUDA_HOME = os.environ.get("CUDA_HOME", "/usr/local/cuda")

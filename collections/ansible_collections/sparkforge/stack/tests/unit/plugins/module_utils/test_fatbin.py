@@ -23,7 +23,7 @@ import zipfile
 
 import pytest
 
-from ansible_collections.sparkforge.stack.plugins.module_utils.packages import fatbin
+from ansible_collections.sparkforge.stack.plugins.module_utils.cuda import fatbin
 
 NVCC = os.environ.get("SPARKFORGE_NVCC", "/usr/local/cuda/bin/nvcc")
 CACHE = os.path.expanduser("~/.cache/sparkforge/fatbin-tests")

@@ -20,8 +20,8 @@ import zipfile
 
 import pytest
 
-from ansible_collections.sparkforge.stack.plugins.module_utils.build import gpu_audit as ga
-from ansible_collections.sparkforge.stack.plugins.module_utils.build import heavy_build as hb
+from ansible_collections.sparkforge.stack.plugins.module_utils.packages import gpu_audit as ga
+from ansible_collections.sparkforge.stack.plugins.module_utils.packages import heavy_build as hb
 from ansible_collections.sparkforge.stack.plugins.module_utils.packages import ml_packages as mp
 
 HERE = os.path.dirname(os.path.abspath(__file__))

@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from ansible_collections.sparkforge.stack.plugins.module_utils.build import heavy_build
-from ansible_collections.sparkforge.stack.plugins.module_utils.build import heavy_wheels as hw
+from ansible_collections.sparkforge.stack.plugins.module_utils.packages import heavy_build
+from ansible_collections.sparkforge.stack.plugins.module_utils.packages import heavy_wheels as hw
 from ansible_collections.sparkforge.stack.plugins.module_utils.packages import ml_packages as mp
 from ansible_collections.sparkforge.stack.plugins.module_utils._common.job import JobError, LocalSystem
 

@@ -13,7 +13,7 @@ from ansible_collections.sparkforge.stack.plugins.module_utils._common import pa
 from ansible_collections.sparkforge.stack.plugins.module_utils.host import host_paths, platforms
 from ansible_collections.sparkforge.stack.plugins.module_utils.packages import pip_env
 from ansible_collections.sparkforge.stack.plugins.module_utils.build import torch_build as tb
-from ansible_collections.sparkforge.stack.plugins.module_utils.plan import torch_result as tr
+from ansible_collections.sparkforge.stack.plugins.module_utils.build import torch_result as tr
 
 
 @pytest.mark.parametrize("url, local, cuda", [

@@ -23,7 +23,7 @@ from helpers import COLLECTIONS, run_module
 sys.path.insert(0, COLLECTIONS)
 from ansible_collections.sparkforge.stack.plugins.module_utils.build import repro  # noqa: E402
 from ansible_collections.sparkforge.stack.plugins.module_utils.build import triton_build as tb  # noqa: E402
-from ansible_collections.sparkforge.stack.plugins.module_utils.packages.fatbin import elf_sections  # noqa: E402
+from ansible_collections.sparkforge.stack.plugins.module_utils.cuda.fatbin import elf_sections  # noqa: E402
 from ansible_collections.sparkforge.stack.plugins.module_utils._common.job import JobError, LocalSystem  # noqa: E402
 from ansible_collections.sparkforge.stack.plugins.module_utils.build.torch_job import TorchWheelJob  # noqa: E402
 from ansible_collections.sparkforge.stack.plugins.module_utils.build.triton_job import TritonLlvmJob  # noqa: E402

@@ -64,7 +64,7 @@ def bnb():
 def _cuobjdump_list(binary, flag, path):
     proc = subprocess.run([binary, flag, path], stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
                           check=False)
-    from ansible_collections.sparkforge.stack.plugins.module_utils.packages.fatbin import parse_cuobjdump_list
+    from ansible_collections.sparkforge.stack.plugins.module_utils.cuda.fatbin import parse_cuobjdump_list
 
     return proc.returncode, parse_cuobjdump_list(proc.stdout), proc.stderr
 

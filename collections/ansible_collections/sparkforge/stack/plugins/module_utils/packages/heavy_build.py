@@ -35,7 +35,7 @@ import re
 import tarfile
 import zipfile
 
-from ansible_collections.sparkforge.stack.plugins.module_utils.packages import fatbin
+from ansible_collections.sparkforge.stack.plugins.module_utils.cuda import arch as cuda_arch
 
 GPU_BUILD_KEYS = ("arch_env", "force_build", "jobs_env", "threads_env", "nvcc_threads", "job_memory_gib",
                   "fixes", "checked", "audit_env", "arch_list_honoured")
@@ -44,42 +44,26 @@ ARCH_FORMS = ("torch", "sm_numbers")
 # linker and (on unified-memory hosts) the GPU.
 MEMORY_SHARE = 0.75
 
-_ARCH_TOKEN = re.compile(r"^(\d+)\.(\d)([af]?)(\+PTX)?$")
-
-
 class HeavyBuildError(Exception):
     """A gpu_build entry, arch list or sdist that cannot be used; the message names what and why."""
 
 
 def parse_arch_list(text, variable="cuda_arch_list"):
-    """'9.0;12.1+PTX' (';', ',' or spaces between) -> [{major, minor, variant, ptx, text}].
+    """'9.0;12.1+PTX' (';', ',' or spaces between) -> cuda/arch.py's entries ({major, minor, variant, ptx, text}).
 
     Only the numeric names TORCH_CUDA_ARCH_LIST accepts; named ones (Hopper, ...) are refused
-    here so every form derived from the list is exact.
+    so every form derived from the list is exact.
     """
-    tokens = [t for t in re.split(r"[;,\s]+", str(text or "").strip()) if t]
-    if not tokens:
-        raise HeavyBuildError("%s is empty: a GPU source build needs the architectures to compile for "
-                              "(e.g. '12.1' on a DGX Spark, '9.0' on a GH200)" % variable)
-    result = []
-    bad = []
-    for token in tokens:
-        match = _ARCH_TOKEN.match(token)
-        if not match:
-            bad.append(token)
-            continue
-        result.append({"major": int(match.group(1)), "minor": int(match.group(2)), "variant": match.group(3),
-                       "ptx": bool(match.group(4)), "text": token})
-    if bad:
-        raise HeavyBuildError("%s=%r: %s %s not an architecture like 9.0, 12.1 or 12.0+PTX"
-                              % (variable, str(text), ", ".join(repr(b) for b in bad), "is" if len(bad) == 1 else "are"))
-    return result
+    try:
+        return cuda_arch.parse_list(text, variable, allow_empty=False)
+    except cuda_arch.ArchError as exc:
+        raise HeavyBuildError(str(exc))
 
 
-def _runs_on(choice, arch):
-    """SASS for sm_<choice> runs on ``arch``: same major, minor <= (binary compatibility)."""
-    major, minor, _variant = fatbin.parse_arch(choice)
-    return major == arch["major"] and minor <= arch["minor"]
+def _runs_on(choice, target):
+    """SASS for sm_<choice> runs on ``target`` (an entry)."""
+    major, minor, variant = cuda_arch.parse_sm(choice)
+    return cuda_arch.sass_runs_on(major, minor, variant, (target["major"], target["minor"]))
 
 
 def render_arch(archs, spec, package):
@@ -105,10 +89,10 @@ def render_arch(archs, spec, package):
                     "%s compiles only for %s (%s in its setup.py): none of them runs on %d.%d; "
                     "leave %s out on this host class or give it a newer release"
                     % (package, ";".join(choices), spec["name"], arch["major"], arch["minor"], package))
-            best = max(fits, key=lambda c: fatbin.parse_arch(c)[:2])
+            best = max(fits, key=lambda c: cuda_arch.parse_sm(c)[:2])
             if best not in picked:
                 picked.append(best)
-        return sep.join(sorted(picked, key=lambda c: fatbin.parse_arch(c)[:2]))
+        return sep.join(sorted(picked, key=lambda c: cuda_arch.parse_sm(c)[:2]))
     raise HeavyBuildError("%s: gpu_build arch_env %s has form %r (known: %s)"
                           % (package, spec.get("name"), form, ", ".join(ARCH_FORMS)))
 

@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The audit of GPU packages before they are installed, and of the whole venv (verify).
 
-* Device code (module_utils/packages/fatbin.py): every shared object against the host's compute
+* Device code (module_utils/cuda/fatbin.py): every shared object against the host's compute
   capabilities (a wheel without code the host can run, no SASS of the same major with minor <=
   the host's and no PTX it can JIT, is refused) and, for a source build, against the arch list
   it was asked for (requested_targets: a target missing is refused, one not asked reported, or
@@ -24,8 +24,10 @@ import re
 import shutil
 import struct
 
-from ansible_collections.sparkforge.stack.plugins.module_utils.build.heavy_build import HeavyBuildError, parse_arch_list
-from ansible_collections.sparkforge.stack.plugins.module_utils.packages import elf_links, fatbin
+from ansible_collections.sparkforge.stack.plugins.module_utils.packages.heavy_build import HeavyBuildError, parse_arch_list
+from ansible_collections.sparkforge.stack.plugins.module_utils.cuda import arch as cuda_arch
+from ansible_collections.sparkforge.stack.plugins.module_utils.cuda import fatbin
+from ansible_collections.sparkforge.stack.plugins.module_utils.packages import elf_links
 
 
 def no_gpu_code_cause(env, gpu_build):
@@ -57,8 +59,8 @@ def requested_targets(gpu_build, env):
     value = (env or {}).get(name, "")
     if spec["form"] == "torch":
         archs = parse_arch_list(value, name)
-        sass = ["sm_%d%d%s" % (a["major"], a["minor"], a["variant"]) for a in archs]
-        ptx = ["compute_%d%d%s" % (a["major"], a["minor"], a["variant"]) for a in archs if a["ptx"]]
+        sass = [cuda_arch.to_sm(a) for a in archs]
+        ptx = [cuda_arch.to_sm(a, "compute") for a in archs if a["ptx"]]
     else:
         sass = ["sm_%s" % n for n in value.split(spec.get("separator", ";")) if n]
         ptx = []

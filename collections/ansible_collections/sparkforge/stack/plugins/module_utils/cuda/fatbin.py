@@ -60,6 +60,8 @@ import subprocess
 import tempfile
 import zipfile
 
+from ansible_collections.sparkforge.stack.plugins.module_utils.cuda import arch as cuda_arch
+
 FATBIN_MAGIC = 0xBA55ED50
 FATBIN_SECTIONS = (".nv_fatbin", "__nv_relfatbin")
 KIND_PTX = 1
@@ -262,21 +264,19 @@ def arch_name(prefix, number, flags):
 
 
 def parse_arch(name):
-    """'sm_121a' -> (12, 1, 'a'); 'compute_90' -> (9, 0, ''); '120' -> (12, 0, '')."""
-    match = re.match(r"^(?:sm_|compute_)?(\d+)(\d)([af]?)$", name.strip())
-    if not match:
-        raise FatbinError("cannot read a CUDA architecture from %r" % name)
-    return int(match.group(1)), int(match.group(2)), match.group(3)
+    """'sm_121a' -> (12, 1, 'a'); 'compute_90' -> (9, 0, ''); '120' -> (12, 0, '') (cuda/arch.py reads it)."""
+    try:
+        return cuda_arch.parse_sm(name)
+    except cuda_arch.ArchError as exc:
+        raise FatbinError(str(exc))
 
 
 def parse_capability(text):
     """'12.1' / 'sm_121' / '121' -> (12, 1)."""
-    text = str(text).strip()
-    match = re.match(r"^(\d+)\.(\d+)$", text)
-    if match:
-        return int(match.group(1)), int(match.group(2))
-    major, minor, _variant = parse_arch(text)
-    return major, minor
+    try:
+        return cuda_arch.capability(text)
+    except cuda_arch.ArchError as exc:
+        raise FatbinError(str(exc))
 
 
 def iter_containers(buf, start, end):
@@ -396,25 +396,17 @@ def _cuobjdump_name(sm, flags):
 
 # ------------------------------------------------------------ verdicts ------
 
-def arch_level(arch, target):
-    """How SASS/PTX ``arch`` ('sm_120f', 'compute_90') serves capability ``target`` (major, minor).
+def arch_level(name, target):
+    """How SASS/PTX ``name`` ('sm_120f', 'compute_90') serves capability ``target`` (major, minor).
 
     Returns 'native', 'compatible', 'jit' or None when it cannot run there.
     """
-    major, minor, variant = parse_arch(arch)
-    t_major, t_minor = target
-    if arch.startswith("compute_"):
-        if variant == "a":
-            ok = (major, minor) == (t_major, t_minor)
-        elif variant == "f":
-            ok = major == t_major and minor <= t_minor
-        else:
-            ok = (major, minor) <= (t_major, t_minor)
-        return "jit" if ok else None
-    if (major, minor) == (t_major, t_minor):
+    major, minor, variant = parse_arch(name)
+    if name.startswith("compute_"):
+        return "jit" if cuda_arch.ptx_runs_on(major, minor, variant, target) else None
+    if (major, minor) == tuple(target):
         return "native"
-    if variant == "a":
-        return None
+    return "compatible" if cuda_arch.sass_runs_on(major, minor, variant, target) else None
     if major == t_major and minor <= t_minor:
         return "compatible"
     return None

@@ -34,8 +34,9 @@ import shutil
 import tempfile
 import time
 
-from ansible_collections.sparkforge.stack.plugins.module_utils.packages import fatbin
-from ansible_collections.sparkforge.stack.plugins.module_utils.build import gpu_audit, heavy_build
+from ansible_collections.sparkforge.stack.plugins.module_utils.packages import gpu_audit
+from ansible_collections.sparkforge.stack.plugins.module_utils.cuda import fatbin
+from ansible_collections.sparkforge.stack.plugins.module_utils.packages import heavy_build
 from ansible_collections.sparkforge.stack.plugins.module_utils.packages import elf_links
 from ansible_collections.sparkforge.stack.plugins.module_utils.packages import ml_packages as mp
 from ansible_collections.sparkforge.stack.plugins.module_utils.build.build_common import (
