@@ -198,6 +198,10 @@ def test_check_mode_on_a_provisioned_host_changes_nothing(tmp_path, template_ven
 @pytest.mark.parametrize("source", ["index", "wheelhouse"])
 def test_check_mode_reports_the_torch_install_and_changes_nothing(tmp_path, template_venv, source):
     host = make_host(tmp_path, template_venv, source, torch=False, components=TORCH_ONLY)
+    if source == "wheelhouse":
+        # The planned torch wheel (preflight refuses a wheelhouse without it: docs/bad-inputs.md W13).
+        from test_result_is_the_plan import torch_wheel
+        torch_wheel(host["wheelhouse"], TORCH, "13.0")
     before = snapshot(*watched(host))
     proc, recap = playbook(host, "--check", "--diff")
     assert proc.returncode == 0, proc.stdout[-4000:]
