@@ -2,7 +2,7 @@
 
 Reads over https only (the server's certificate verified against the system's CAs, or SSL_CERT_FILE;
 http_proxy/https_proxy/no_proxy honoured by urllib) from the URLs the roles download from, so a mirror
-answers for NVIDIA. The parsing, comparison and writing are the collection's module_utils/cuda/checksums.py.
+answers for NVIDIA. The parsing, comparison and writing are sparkforge/tooling/checksums.py.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -35,10 +35,12 @@ class Unreadable(Exception):
 
 
 def _module(project_root):
+    # tooling.checksums reads .deb names and Packages stanzas with the collection's module_utils/cuda/cusparselt.py
+    # (the cusparselt module uses them too, so they stay there): the project's collection must be importable.
     collections = os.path.join(project_root, "collections")
     if os.path.isdir(collections) and collections not in sys.path:
         sys.path.insert(0, collections)
-    from ansible_collections.sparkforge.stack.plugins.module_utils.cuda import checksums
+    from sparkforge.tooling import checksums
     return checksums
 
 

@@ -21,9 +21,10 @@ import argparse
 import json
 import os
 import re
-import sys
 
 import yaml
+
+from sparkforge.tooling import pkg_index, torch_versions
 
 DEFAULT_INDEX = "https://pypi.org/simple/"
 MANIFEST_REL = os.path.join("collections", "ansible_collections", "sparkforge", "stack", "roles", "manifest",
@@ -73,15 +74,6 @@ def _load(path):
         return handle.read()
 
 
-def _modules(project_root):
-    """The collection's module_utils (the project's copy first: it is what the data goes with)."""
-    collections = os.path.join(project_root, "collections")
-    if os.path.isdir(collections) and collections not in sys.path:
-        sys.path.insert(0, collections)
-    from ansible_collections.sparkforge.stack.plugins.module_utils.packages import pkg_index, torch_versions
-    return pkg_index, torch_versions
-
-
 SINCE = re.compile(r"^\d+\.\d+(\.\d+)?$")
 
 
@@ -98,7 +90,6 @@ def run(args, project_root, stdout, stderr):
     if not SINCE.match(str(args.since)):
         stderr.write("sparkforge versions: --since %r is not a torch release like 2.9.0\n" % (args.since,))
         return 4
-    pkg_index, torch_versions = _modules(project_root)
     manifest_dir = args.manifest_dir or os.path.join(project_root, MANIFEST_REL)
     torch_file = os.path.join(manifest_dir, "torch.yml")
     triton_file = os.path.join(manifest_dir, "triton.yml")

@@ -160,33 +160,58 @@ def test_default_arch_list(version, klass, caps, expected):
     assert result["fixes_needed"] == []
 
 
+def _newest(versions):
+    return max(versions, key=lambda v: tuple(int(x) for x in v.split(".")))
+
+
+# The newest release of the data, whatever `sparkforge versions --write` last added: the tests below are rules
+# against the table, so a new release leaves them green.
+NEWEST = _newest(RELEASES)
+
+
+def test_default_version_counts_patch_releases():
+    """Patch releases count: 2.14.1 is newer than 2.14.0 and 2.9.1 (not a string comparison)."""
+    entry = dict(RELEASES["2.9.1"], good_for=["gh200"], unconfirmed=[])
+    releases = {"2.9.1": entry, "2.14.0": entry, "2.14.1": entry}
+    assert tb.default_version(releases, "gh200") == "2.14.1"
+
+
 def test_default_version_is_newest_good_for_class():
-    """Patch releases count: 2.14.1 is newer than 2.14.0."""
-    releases = dict(RELEASES, **{"2.15.0": dict(RELEASES["2.15.0"], good_for=["gh200"])})
-    assert tb.default_version(releases, "gh200") == "2.15.0"
-    assert tb.default_version(releases, "dgx_spark") == "2.14.1"
-    assert tb.default_version(releases, None) == "2.15.0"
+    """The newest release good only for gh200: gh200 gets it, dgx_spark the newest confirmed one before it."""
+    releases = dict(RELEASES, **{NEWEST: dict(RELEASES[NEWEST], good_for=["gh200"], unconfirmed=[])})
+    assert tb.default_version(releases, "gh200") == NEWEST
+    assert tb.default_version(releases, None) == NEWEST
+    spark = _newest(v for v, e in RELEASES.items()
+                    if v != NEWEST and "dgx_spark" in e["good_for"] and not e.get("unconfirmed"))
+    assert tb.default_version(releases, "dgx_spark") == spark
     with pytest.raises(BuildError):
         tb.default_version(RELEASES, "unknown_class")
 
 
 def test_default_version_respects_the_wheels_python_floor():
-    """torch 2.15.0's wheels require Python >= 3.11 (the data's `wheels`): a 3.10 host gets 2.14.1."""
+    """A release whose wheels require a newer Python than the host's (torch 2.15.0: >= 3.11, the data's
+    `wheels`) is never `latest` there; every release the default skips for it has such a floor."""
     assert RELEASES["2.15.0"]["wheels"]["aarch64"]["requires_python"] == ">=3.11"
-    assert tb.default_version(RELEASES, "dgx_spark", "3.10") == "2.14.1"
-    assert tb.default_version(RELEASES, "dgx_spark", "3.12") == "2.15.0"
+    for python in ("3.10", "3.12"):
+        chosen = tb.default_version(RELEASES, "dgx_spark", python)
+        assert tb.python_allowed(RELEASES[chosen], python)
+        skipped = [v for v, e in RELEASES.items() if "dgx_spark" in e["good_for"] and not e.get("unconfirmed")
+                   and _newest([v, chosen]) == v and v != chosen]
+        assert all(not tb.python_allowed(RELEASES[v], python) for v in skipped), (python, skipped)
+    assert tb.default_version(RELEASES, "dgx_spark", "3.10") != "2.15.0"
     assert tb.python_allowed({}, "3.8")  # nothing recorded: no opinion
 
 
 def test_default_version_skips_unconfirmed_pairings():
     """`latest` never lands on an entry whose pairings nobody checked; pinning it still works."""
+    draft_version = "%d.0.0" % (int(NEWEST.split(".")[0]) + 1)  # newer than anything in the data
     draft = dict(RELEASES["2.14.0"], triton="3.9.0", unconfirmed=["triton"])
-    releases = dict(RELEASES, **{"2.99.0": draft})
-    assert tb.default_version(releases, "gh200") == "2.15.0"
-    only_draft = {"2.99.0": draft}
+    releases = dict(RELEASES, **{draft_version: draft})
+    assert tb.default_version(releases, "gh200") == tb.default_version(RELEASES, "gh200")
+    only_draft = {draft_version: draft}
     with pytest.raises(BuildError) as err:
         tb.default_version(only_draft, "gh200")
-    assert "unconfirmed" in str(err.value) and "2.99.0" in str(err.value)
+    assert "unconfirmed" in str(err.value) and draft_version in str(err.value)
 
 
 # ------------------------------------------------------------ fix selection

@@ -10,7 +10,7 @@ import textwrap
 import pytest
 import yaml
 
-from ansible_collections.sparkforge.stack.plugins.module_utils.cuda import checksums as cs
+from sparkforge.tooling import checksums as cs
 
 A, B, C = "a" * 64, "b" * 64, "c" * 64
 
@@ -139,8 +139,9 @@ def test_set_leaf_needs_the_variable():
 
 def test_the_committed_pins_name_their_source():
     """Every leaf of the shipped data file has a '# source:' line above it naming a document and a date."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    path = os.path.join(here, "..", "..", "..", "..", "roles", "manifest", "defaults", "main", "checksums.yml")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    path = os.path.join(root, "collections", "ansible_collections", "sparkforge", "stack", "roles", "manifest",
+                        "defaults", "main", "checksums.yml")
     with open(path) as handle:
         lines = handle.read().splitlines()
     leaves = [i for i, line in enumerate(lines) if cs.HEX64.match(line.strip().split(": ")[-1])]

@@ -21,7 +21,7 @@ __metaclass__ = type
 import re
 from concurrent.futures import ThreadPoolExecutor
 
-from ansible_collections.sparkforge.stack.plugins.module_utils.packages.pkg_index import (
+from sparkforge.tooling.pkg_index import (
     CUDA_PIN_RE,
     PLATFORMS,
     exact_pin,
