@@ -49,27 +49,25 @@ _NINJA_PROGRESS = re.compile(r"^\[(\d+)/(\d+)\]")
 
 # One error type for every job (module_utils/_common/job.py); the two older names stay as aliases so
 # the callers that still spell them keep working.
-BuildError = JobError
-JobFailed = JobError
 
 
-class BuildLocked(BuildError):
+class BuildLocked(JobError):
     def __init__(self, lock_path, holder):
         self.lock_path = lock_path
         self.holder = holder
-        BuildError.__init__(
+        JobError.__init__(
             self,
             "another build holds the lock %s (%s); wait for it to finish or stop it"
             % (lock_path, holder or "holder unknown"),
         )
 
 
-class BuildFailed(BuildError):
+class BuildFailed(JobError):
     def __init__(self, phase, returncode, log_path, tail):
         self.phase = phase
         self.returncode = returncode
         self.log_path = log_path
-        BuildError.__init__(
+        JobError.__init__(
             self,
             "phase '%s' failed with exit code %s; full log: %s\n--- last lines of the log ---\n%s"
             % (phase, returncode, log_path, tail),
@@ -106,9 +104,9 @@ def resolve_jobs(jobs, mem_per_job_gib, reserve_gib=2.0, meminfo_path="/proc/mem
     try:
         value = int(jobs)
     except (TypeError, ValueError):
-        raise BuildError("jobs must be 'auto' or a positive whole number, got %r" % (jobs,))
+        raise JobError("jobs must be 'auto' or a positive whole number, got %r" % (jobs,))
     if value < 1:
-        raise BuildError("jobs must be 'auto' or a positive whole number, got %r" % (jobs,))
+        raise JobError("jobs must be 'auto' or a positive whole number, got %r" % (jobs,))
     return value, "set explicitly"
 
 
@@ -272,7 +270,7 @@ def git(args, cwd, check=True):
     proc = subprocess.Popen(["git"] + list(args), cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     out, err = proc.communicate()
     if check and proc.returncode != 0:
-        raise BuildError("git %s failed in %s: %s" % (" ".join(args), cwd, err.decode("utf-8", "replace").strip()))
+        raise JobError("git %s failed in %s: %s" % (" ".join(args), cwd, err.decode("utf-8", "replace").strip()))
     return out.decode("utf-8", "replace").strip()
 
 

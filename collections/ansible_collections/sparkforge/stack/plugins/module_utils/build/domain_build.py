@@ -27,7 +27,7 @@ from ansible_collections.sparkforge.stack.plugins.module_utils.build import repr
 from ansible_collections.sparkforge.stack.plugins.module_utils._common.job import Job, Plan, git_output
 from ansible_collections.sparkforge.stack.plugins.module_utils.build.torch_job import python_version
 from ansible_collections.sparkforge.stack.plugins.module_utils.build.build_common import (
-    BuildError,
+    JobError,
     BuildLock,
     cache_key,
     run_logged,
@@ -75,7 +75,7 @@ class DomainWheelJob(Job):
         p = self.params
         src, wheel_dir = p["src"], p["wheel_dir"]
         if not os.path.isdir(os.path.join(src, ".git")):
-            raise BuildError("src %s is not a git checkout (clone the library there first)" % src)
+            raise JobError("src %s is not a git checkout (clone the library there first)" % src)
         commit = git_output(self.system, ["rev-parse", "HEAD"], src)
         key_in = key_inputs(p, commit, python_version(p["python"], self.system))
         key = cache_key(key_in)
@@ -113,7 +113,7 @@ def build(p, result, state):
                         "--no-deps", "-w", out, "."], log, "%s-wheel" % p["name"], cwd=src, env=env)
             wheels = sorted(glob.glob(os.path.join(out, "*.whl")))
             if len(wheels) != 1 or not os.path.basename(wheels[0]).startswith("%s-%s" % (p["name"], p["version"])):
-                raise BuildError("pip wheel made %s in %s, not one %s %s wheel: see %s" % (
+                raise JobError("pip wheel made %s in %s, not one %s %s wheel: see %s" % (
                     [os.path.basename(w) for w in wheels] or "nothing", out, p["name"], p["version"], log))
             home = os.path.expanduser("~")
             record = repro.finish_wheel(wheels[0], epoch, maps, {

@@ -31,7 +31,7 @@ import re
 import subprocess
 
 from ansible_collections.sparkforge.stack.plugins.module_utils.build.build_common import (
-    BuildError,
+    JobError,
     cache_key,
     resolve_jobs,
 )
@@ -48,11 +48,11 @@ MEM_PER_JOB_GIB = 4.0
 # Kept free for the system, the linker of libtorch_cuda.so (several GiB) and pip.
 RESERVE_GIB = 4.0
 
-class ArchListError(BuildError):
+class ArchListError(JobError):
     """The arch list cannot be built by this release (message says why and what to do)."""
 
 
-class FixError(BuildError):
+class FixError(JobError):
     """A fix or patch does not apply (message names the file and the hunk)."""
 
 
@@ -60,7 +60,7 @@ def version_tuple(text):
     """'2.10.0' -> (2, 10, 0); '2.9.1a0+git123' -> (2, 9, 1)."""
     match = re.match(r"^\s*v?(\d+)(?:\.(\d+))?(?:\.(\d+))?", str(text or ""))
     if not match:
-        raise BuildError("not a version: %r" % (text,))
+        raise JobError("not a version: %r" % (text,))
     return tuple(int(part or 0) for part in match.groups())
 
 
@@ -128,7 +128,7 @@ def release_entry(releases, version):
     try:
         return releases[str(version)]
     except KeyError:
-        raise BuildError(
+        raise JobError(
             "torch %s is not in the stack's version data (sparkforge_torch_releases); known: %s"
             % (version, ", ".join(sorted(releases, key=version_tuple))))
 
@@ -143,7 +143,7 @@ def trap_decisions(entries, release, traps, fixes):
     for trap_name in release.get("traps") or []:
         trap = traps.get(trap_name)
         if trap is None:
-            raise BuildError("the release names trap '%s' but sparkforge_torch_traps has no such entry" % trap_name)
+            raise JobError("the release names trap '%s' but sparkforge_torch_traps has no such entry" % trap_name)
         hit = sorted(names & set(trap.get("archs") or []), key=version_tuple)
         if not hit:
             continue
@@ -256,12 +256,12 @@ def default_version(releases, platform_class=None, python_version=None):
                   if (platform_class is None or platform_class in (entry.get("good_for") or []))
                   and python_allowed(entry, python_version)]
     if not candidates:
-        raise BuildError(
+        raise JobError(
             "no release in the version data is marked good for platform class %r; set version explicitly"
             % platform_class)
     confirmed = [v for v in candidates if not releases[v].get("unconfirmed")]
     if not confirmed:
-        raise BuildError(
+        raise JobError(
             "the releases marked good for platform class %r (%s) all have unconfirmed pairings; pin one "
             "explicitly to use it" % (platform_class, ", ".join(sorted(candidates, key=version_tuple))))
     return max(confirmed, key=version_tuple)
@@ -364,7 +364,7 @@ def resolve_features(features, machine, cusparselt_found):
     features = dict(features or {})
     unknown = sorted(set(features) - set(FEATURES))
     if unknown:
-        raise BuildError("unknown feature(s) %s; known: %s" % (", ".join(unknown), ", ".join(sorted(FEATURES))))
+        raise JobError("unknown feature(s) %s; known: %s" % (", ".join(unknown), ", ".join(sorted(FEATURES))))
     resolved = {}
     for name, (_var, default) in FEATURES.items():
         value = features.get(name)
@@ -384,9 +384,9 @@ def resolve_features(features, machine, cusparselt_found):
         for name in ("nccl", "system_nccl", "gloo", "tensorpipe", "mpi"):
             resolved[name] = False
     if resolved["system_nccl"] and not resolved["nccl"]:
-        raise BuildError("features.system_nccl needs features.nccl")
+        raise JobError("features.system_nccl needs features.nccl")
     if resolved["mkldnn_acl"] and not resolved["mkldnn"]:
-        raise BuildError("features.mkldnn_acl needs features.mkldnn")
+        raise JobError("features.mkldnn_acl needs features.mkldnn")
     return resolved
 
 
@@ -396,9 +396,9 @@ def choose_blas(blas, machine):
     if blas in (None, "", "auto"):
         return "OpenBLAS" if arm else "MKL"
     if blas not in BLAS_CHOICES:
-        raise BuildError("blas must be one of %s, got %r" % (", ".join(BLAS_CHOICES), blas))
+        raise JobError("blas must be one of %s, got %r" % (", ".join(BLAS_CHOICES), blas))
     if arm and blas == "MKL":
-        raise BuildError("blas=MKL is impossible on aarch64 (Intel MKL has no Arm build): use OpenBLAS")
+        raise JobError("blas=MKL is impossible on aarch64 (Intel MKL has no Arm build): use OpenBLAS")
     return blas
 
 
@@ -446,7 +446,7 @@ def build_env(params):
     if features["cusparselt"]:
         found = params.get("cusparselt")
         if not found:
-            raise BuildError(
+            raise JobError(
                 "features.cusparselt is on but cuSPARSELt was not found: install libcusparselt0-dev-cuda-13 "
                 "(see the cusparselt role), give cusparselt_root/cusparselt_include_dir/cusparselt_library, "
                 "or set features.cusparselt: false")
@@ -495,7 +495,7 @@ def build_key(inputs):
                 "patches", "toolchain", "python")
     missing = [k for k in required if k not in inputs]
     if missing:
-        raise BuildError("cache key inputs missing: %s" % ", ".join(missing))
+        raise JobError("cache key inputs missing: %s" % ", ".join(missing))
     return cache_key({k: inputs[k] for k in required})
 
 

@@ -24,7 +24,7 @@ import shutil
 import time
 
 from ansible_collections.sparkforge.stack.plugins.module_utils.build.build_common import (
-    BuildError,
+    JobError,
     BuildFailed,
     BuildLock,
     StatusFile,
@@ -52,17 +52,17 @@ def nvcc_version(system, cuda_home):
     """Last line of nvcc --version ('Build cuda_13.0.r13.0/compiler.36424714_0')."""
     rc, out, err = system.run([os.path.join(cuda_home, "bin", "nvcc"), "--version"])
     if rc != 0 or not (out + err).strip():
-        raise BuildError("nvcc not found under %s: install the CUDA toolkit or set cuda_home (or features.cuda: false)"
+        raise JobError("nvcc not found under %s: install the CUDA toolkit or set cuda_home (or features.cuda: false)"
                          % cuda_home, tail=output_tail(out, err))
     return (out + err).strip().splitlines()[-1]
 
 
 def python_version(python, system=None):
-    """'3.12.3 aarch64 cpython-312' of the build python; raises BuildError when it does not run."""
+    """'3.12.3 aarch64 cpython-312' of the build python; raises JobError when it does not run."""
     rc, out, err = (system or LocalSystem()).run([python, "-c", "import sys, platform; print(sys.version.split()[0], "
                                                   "platform.machine(), sys.implementation.cache_tag)"])
     if rc != 0:
-        raise BuildError("the build python %s does not run (exit %s: %s): create the build venv first"
+        raise JobError("the build python %s does not run (exit %s: %s): create the build venv first"
                          % (python, rc, output_tail(out, err)), tail=output_tail(out, err))
     return out.strip()
 
@@ -89,7 +89,7 @@ def resolve_commit(src_dir, repo, ref, cloned, check_mode):
     except BuildFailed as exc:
         if check_mode:
             return None
-        raise BuildError("cannot resolve %s: %s" % (ref, exc.tail))
+        raise JobError("cannot resolve %s: %s" % (ref, exc.tail))
 
 
 def find_published(wheel_dir, key):
@@ -129,7 +129,7 @@ def check_build_deps(system, python, requirements):
     )
     rc, out, err = system.run([python, "-c", code] + names)
     if rc != 0:
-        raise BuildError("could not check the build requirements with %s (exit %s): %s"
+        raise JobError("could not check the build requirements with %s (exit %s): %s"
                          % (python, rc, output_tail(out, err)), tail=output_tail(out, err))
     out = out.strip()
     return out.split() if out else []
@@ -145,7 +145,7 @@ class TorchWheelJob(Job):
 
     def plan(self):
         """Nothing to do (a wheel with the same cache key is published), or the build and why.
-        Reads only; raises BuildError on bad input before anything on the host changes."""
+        Reads only; raises JobError on bad input before anything on the host changes."""
         result, plan = self.probe(self.check_mode)
         published = None if self.p["force"] else find_published(self.p["wheel_dir"], plan["key"])
         if published:
@@ -177,7 +177,7 @@ class TorchWheelJob(Job):
         data = p["torch_data"]
         for key in ("releases", "arch_min_version", "traps", "fixes"):
             if key not in data:
-                raise BuildError("torch_data has no '%s': pass the manifest's sparkforge_torch_* variables" % key)
+                raise JobError("torch_data has no '%s': pass the manifest's sparkforge_torch_* variables" % key)
         releases = data["releases"]
         fixes_data = data["fixes"] or {}
         version = p["version"] or tb.default_version(releases, p["platform_class"])
@@ -229,7 +229,7 @@ class TorchWheelJob(Job):
         if p["src"]:
             src_dir = p["src"]
             if not os.path.isdir(src_dir):
-                raise BuildError("src %s does not exist" % src_dir)
+                raise JobError("src %s does not exist" % src_dir)
             commit = git_output(self.system, ["rev-parse", "HEAD"], src_dir)
             ref = p["ref"] or "HEAD"
             cloned = True
@@ -239,7 +239,7 @@ class TorchWheelJob(Job):
             cloned = os.path.isdir(os.path.join(src_dir, ".git"))
             commit = resolve_commit(src_dir, p["repo"], ref, cloned, check_mode)
             if commit is None and not check_mode:
-                raise BuildError("ref %s not found in %s" % (ref, p["repo"]))
+                raise JobError("ref %s not found in %s" % (ref, p["repo"]))
 
         toolchain = {"nvcc": nvcc_version(self.system, p["cuda_home"]) if features["cuda"] else None}
         toolchain["cc"] = tool_version(self.system, ["cc"])
@@ -255,7 +255,7 @@ class TorchWheelJob(Job):
         patches = {}
         for patch in p["patches"]:
             if not os.path.isfile(patch):
-                raise BuildError("patch file %s does not exist" % patch)
+                raise JobError("patch file %s does not exist" % patch)
             patches[patch] = sha256_file(patch)
         fix_defs = dict((name, tb.fix_fingerprint(fixes_data[name])) for name in fix_names)
         key_inputs = {
@@ -288,7 +288,7 @@ class TorchWheelJob(Job):
         try:
             return tb.apply_all(src_dir, names, plan["fixes_data"], list(plan["patches"]), check_only=True)
         except tb.FixError as exc:
-            raise BuildError("the build would fail: %s" % exc)
+            raise JobError("the build would fail: %s" % exc)
 
     def build_and_publish(self, plan):
         """Build under the lock, publish the wheel atomically with its manifest; the result's fields."""
@@ -304,7 +304,7 @@ class TorchWheelJob(Job):
             try:
                 built = build(p, self.system, status, plan["env"], plan["src_dir"], commit, plan["ref"], plan["cloned"], fix_names,
                               fixes_data, list(patches), log_path, version)
-            except BuildError as exc:
+            except JobError as exc:
                 if status.state.get("state") == "running":
                     status.finish("failed", str(exc).splitlines()[0])
                 raise
@@ -369,7 +369,7 @@ def build(p, system, status, env, src_dir, commit, ref, cloned, fix_names, fixes
         status.phase("build-deps")
         missing = check_build_deps(system, p["python"], reqs)
         if missing:
-            raise BuildError("build requirements missing from %s: %s; install them or use build_deps: install"
+            raise JobError("build requirements missing from %s: %s; install them or use build_deps: install"
                              % (p["python"], ", ".join(missing)))
     out_dir = os.path.join(p["build_dir"], "dist-tmp")
     if os.path.isdir(out_dir):
@@ -385,10 +385,10 @@ def build(p, system, status, env, src_dir, commit, ref, cloned, fix_names, fixes
                env=wheel_env)
     wheels = [w for w in os.listdir(out_dir) if w.endswith(".whl")]
     if len(wheels) != 1:
-        raise BuildError("pip wheel produced %d wheels in %s (expected one): see %s" % (len(wheels), out_dir,
+        raise JobError("pip wheel produced %d wheels in %s (expected one): see %s" % (len(wheels), out_dir,
                                                                                         log_path))
     if not tb.wheel_matches(wheels[0], version):
-        raise BuildError("the built wheel %s does not carry version %s: PYTORCH_BUILD_VERSION was not honoured"
+        raise JobError("the built wheel %s does not carry version %s: PYTORCH_BUILD_VERSION was not honoured"
                          % (wheels[0], version))
     wheel = os.path.join(out_dir, wheels[0])
     status.phase("normalize")

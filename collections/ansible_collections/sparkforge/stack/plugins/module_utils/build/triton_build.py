@@ -29,7 +29,7 @@ import threading
 
 from ansible_collections.sparkforge.stack.plugins.module_utils.build import repro
 from ansible_collections.sparkforge.stack.plugins.module_utils.build.build_common import (
-    BuildError,
+    JobError,
     cache_key,
     resolve_jobs,
 )
@@ -81,12 +81,12 @@ def read_llvm_hash(triton_src):
         with open(path) as handle:
             text = handle.read().strip()
     except (IOError, OSError):
-        raise BuildError(
+        raise JobError(
             "%s is missing: this does not look like a Triton source tree (Triton pins its LLVM there); "
             "check triton_src/triton_ref, or give llvm_commit" % path)
     commit = text.split()[0].lower() if text else ""
     if not _HEX_COMMIT.match(commit):
-        raise BuildError("%s does not hold a git commit (found %r)" % (path, text[:80]))
+        raise JobError("%s does not hold a git commit (found %r)" % (path, text[:80]))
     return commit
 
 
@@ -110,7 +110,7 @@ def expected_setup_dir(version):
     """Where setup.py lives for a Triton version: '' (root) from 3.4, 'python' before."""
     parsed = parse_version(version)
     if parsed is None:
-        raise BuildError("cannot tell the Triton version from %r; give triton_version (e.g. 3.5.1)" % (version,))
+        raise JobError("cannot tell the Triton version from %r; give triton_version (e.g. 3.5.1)" % (version,))
     return "" if parsed[:2] >= SETUP_AT_ROOT_FROM else "python"
 
 
@@ -123,15 +123,15 @@ def resolve_setup_dir(triton_src, version):
     """Check the version rule against the tree; return the setup.py directory (relative)."""
     found = detect_setup_dirs(triton_src)
     if not found:
-        raise BuildError("no setup.py at the root or under python/ of %s: not a Triton source tree" % triton_src)
+        raise JobError("no setup.py at the root or under python/ of %s: not a Triton source tree" % triton_src)
     if version is None:
         if len(found) > 1:
-            raise BuildError("%s has setup.py both at the root and under python/ and the Triton version is "
+            raise JobError("%s has setup.py both at the root and under python/ and the Triton version is "
                              "unknown; give triton_version" % triton_src)
         return found[0]
     want = expected_setup_dir(version)
     if want not in found:
-        raise BuildError(
+        raise JobError(
             "Triton %s keeps setup.py %s, but %s has it %s: the source does not match triton_version "
             "(check the ref, or the version given)" % (
                 version, "at the repository root" if want == "" else "under python/", triton_src,
@@ -325,19 +325,19 @@ def python_identity(python, run=run_capture):
             "sys.implementation.cache_tag, platform.machine())")
     rc, out = run([python, "-c", code])
     if rc != 0:
-        raise BuildError("cannot run the build interpreter %s: %s" % (python, out.strip()))
+        raise JobError("cannot run the build interpreter %s: %s" % (python, out.strip()))
     return out.strip()
 
 
 def ptxas_identity(ptxas, run=run_capture):
     """The release line of ``ptxas --version`` (the ptxas is bundled into the wheel: part of the key)."""
     if not (os.path.isfile(ptxas) and os.access(ptxas, os.X_OK)):
-        raise BuildError("ptxas_path %s is not an executable ptxas: install the CUDA 13 toolkit "
+        raise JobError("ptxas_path %s is not an executable ptxas: install the CUDA 13 toolkit "
                          "(its ptxas knows sm_121a) or point ptxas_path at one" % ptxas)
     rc, out = run([ptxas, "--version"])
     lines = [line.strip() for line in out.splitlines() if line.strip()]
     if rc != 0 or not lines:
-        raise BuildError("%s --version failed: %s" % (ptxas, out.strip()))
+        raise JobError("%s --version failed: %s" % (ptxas, out.strip()))
     for line in lines:
         if "compilation tools" in line:
             return line

@@ -26,7 +26,6 @@ import sys
 import time
 
 from ansible_collections.sparkforge.stack.plugins.module_utils.build.build_common import (
-    BuildError,
     BuildFailed,
     BuildLock,
     StatusFile,
@@ -76,7 +75,7 @@ class TritonSource:
     def resolve(self, version):
         if self.src:
             if not os.path.isdir(self.src):
-                raise BuildError("triton_src %s does not exist" % self.src)
+                raise JobError("triton_src %s does not exist" % self.src)
             self.commit = git_output(self.system, ["rev-parse", "HEAD"], self.src)
             diff = git_output(self.system, ["diff", "HEAD"], self.src)
             if diff:
@@ -96,7 +95,7 @@ class TritonSource:
             if name in found:
                 self.commit = found[name]
                 return
-        raise BuildError("ref %s not found in %s (git ls-remote found nothing); check triton_ref/triton_version"
+        raise JobError("ref %s not found in %s (git ls-remote found nothing); check triton_ref/triton_version"
                          % (self.ref, self.repo))
 
     def ref_for(self, version):
@@ -141,15 +140,15 @@ class TritonLlvmJob(Job):
     def probe(self):
         p = self.p
         if p["ccache"] and not self.system.which("ccache"):
-            raise BuildError("ccache: true but there is no ccache in PATH; install ccache or set ccache: false")
+            raise JobError("ccache: true but there is no ccache in PATH; install ccache or set ccache: false")
         if p["triton_src"] and p["triton_repo"]:
-            raise BuildError("give triton_repo or triton_src, not both")
+            raise JobError("give triton_repo or triton_src, not both")
         if p["llvm_src"] and p["llvm_repo"]:
-            raise BuildError("give llvm_repo or llvm_src, not both")
+            raise JobError("give llvm_repo or llvm_src, not both")
         if not p["triton_src"]:
             p["triton_repo"] = p["triton_repo"] or DEFAULT_TRITON_REPO
             if not (p["triton_ref"] or p["triton_version"]):
-                raise BuildError("give triton_ref or triton_version (the ref defaults to v<triton_version>)")
+                raise JobError("give triton_ref or triton_version (the ref defaults to v<triton_version>)")
         if not p["llvm_src"]:
             p["llvm_repo"] = p["llvm_repo"] or DEFAULT_LLVM_REPO
 
@@ -168,7 +167,7 @@ class TritonLlvmJob(Job):
             pinned = pinned.strip().split()[0].lower() if pinned.strip() else ""
         llvm_commit = (p["llvm_commit"] or "").lower() or pinned
         if p["llvm_commit"] and pinned and pinned != p["llvm_commit"].lower():
-            raise BuildError(
+            raise JobError(
                 "Triton %s (%s) pins LLVM %s in cmake/llvm-hash.txt, but llvm_commit is %s: fix the version "
                 "manifest (sparkforge_triton_releases) or leave llvm_commit out" % (
                     version or "?", source.commit[:12], pinned, p["llvm_commit"]))
@@ -311,7 +310,7 @@ class TritonLlvmJob(Job):
                 msg += "\n--- error lines of the log ---\n" + "\n".join(errors)
             raise fail(msg, tail=exc.tail, log=self.log, phase=exc.phase, rc=exc.returncode, log_tail=exc.tail,
                        error_lines=errors)
-        except (BuildError, OSError) as exc:
+        except (JobError, OSError) as exc:
             phase = status.state.get("phase")
             status.finish("failed", str(exc))
             tail = log_tail(self.log)
@@ -330,7 +329,7 @@ class TritonLlvmJob(Job):
         version = self.version or tb.version_from_tree(self.triton_checkout)
         pinned = tb.read_llvm_hash(self.triton_checkout)
         if pinned != self.llvm_commit:
-            raise BuildError("the Triton source pins LLVM %s, the plan was %s; run again" % (pinned, self.llvm_commit))
+            raise JobError("the Triton source pins LLVM %s, the plan was %s; run again" % (pinned, self.llvm_commit))
         setup_rel = tb.resolve_setup_dir(self.triton_checkout, version)
         setup_dir = os.path.join(self.triton_checkout, setup_rel)
 
@@ -338,7 +337,7 @@ class TritonLlvmJob(Job):
             if p["llvm_src"]:
                 head = git_output(self.system, ["rev-parse", "HEAD"], p["llvm_src"])
                 if head != self.llvm_commit:
-                    raise BuildError("llvm_src %s is at %s but Triton pins %s: check out that commit there" % (
+                    raise JobError("llvm_src %s is at %s but Triton pins %s: check out that commit there" % (
                         p["llvm_src"], head, self.llvm_commit))
             else:
                 git_fetch.fetch_checkout(p["llvm_repo"], None, self.llvm_commit, self.llvm_checkout, log, status)
@@ -358,14 +357,14 @@ class TritonLlvmJob(Job):
                     "-w", dist, setup_dir], log, "triton-wheel", status, cwd=setup_dir, env=env, tail_lines=80)
         wheels = sorted(glob.glob(os.path.join(dist, "triton-*.whl")))
         if len(wheels) != 1:
-            raise BuildError("pip wheel produced %d triton wheels in %s (expected one): %s" % (
+            raise JobError("pip wheel produced %d triton wheels in %s (expected one): %s" % (
                 len(wheels), dist, ", ".join(os.path.basename(w) for w in wheels)))
         built.append("triton")
 
         status.phase("publish")
         name = os.path.basename(wheels[0])
         if version and not tb.wheel_version_matches(name, version):
-            raise BuildError("the wheel %s does not carry version %s" % (name, version))
+            raise JobError("the wheel %s does not carry version %s" % (name, version))
         reproducible = repro.finish_wheel(wheels[0], epoch, maps, self.leak_needles())
         digest = sha256_file(wheels[0])
         published = atomic_publish(wheels[0], self.wheel_dir)
@@ -415,7 +414,7 @@ class TritonLlvmJob(Job):
                     os.unlink(path)
         run_logged(["ninja", "-C", build_dir, "install"], log, "llvm-install", status)
         if not os.path.isfile(os.path.join(self.llvm_prefix, "bin", "llvm-config")):
-            raise BuildError("the LLVM install in %s has no bin/llvm-config; see %s" % (self.llvm_prefix, log))
+            raise JobError("the LLVM install in %s has no bin/llvm-config; see %s" % (self.llvm_prefix, log))
         stamp = {"cache_key": self.llvm_key, "llvm_commit": self.llvm_commit, "build_dir": build_dir,
                  "inputs": tb.llvm_key_inputs(self.llvm_commit, p["llvm_projects"], p["llvm_targets"],
                                               p["build_type"], p["assertions"], self.inputs["compiler"],

@@ -40,7 +40,7 @@ from ansible_collections.sparkforge.stack.plugins.module_utils.packages import h
 from ansible_collections.sparkforge.stack.plugins.module_utils.packages import elf_links
 from ansible_collections.sparkforge.stack.plugins.module_utils.packages import ml_packages as mp
 from ansible_collections.sparkforge.stack.plugins.module_utils.build.build_common import (
-    BuildError,
+    JobError,
     BuildFailed,
     BuildLock,
     cache_key,
@@ -102,11 +102,11 @@ def cuda_release(cuda_home, system=None):
     """nvcc's release line (``Cuda compilation tools, release 13.0, V13.0.88``): part of the key."""
     nvcc = os.path.join(cuda_home, "bin", "nvcc")
     if not os.access(nvcc, os.X_OK):
-        raise BuildError("cuda_home=%r: %s is not an executable nvcc; the GPU packages are compiled with it"
+        raise JobError("cuda_home=%r: %s is not an executable nvcc; the GPU packages are compiled with it"
                          % (cuda_home, nvcc))
     rc, out, err = (system or LocalSystem()).run([nvcc, "--version"])
     if rc != 0:
-        raise BuildError("%s --version failed (exit %s): %s" % (nvcc, rc, output_tail(out, err)),
+        raise JobError("%s --version failed (exit %s): %s" % (nvcc, rc, output_tail(out, err)),
                          tail=output_tail(out, err))
     lines = [line.strip() for line in out.splitlines() if "release" in line]
     return lines[-1] if lines else out.strip().splitlines()[-1]
@@ -139,10 +139,10 @@ def _download(python, item, index, env, dest, log):
         run_logged(_pip(python, "download", index, ["--no-deps", "--no-binary", canon] + isolation
                         + ["-d", dest, item["requirement"]]), log, "%s-download" % canon, env=env)
     except BuildFailed as exc:
-        raise BuildError("could not fetch the sdist of %s: %s" % (item["requirement"], exc))
+        raise JobError("could not fetch the sdist of %s: %s" % (item["requirement"], exc))
     archives = sorted(os.listdir(dest))
     if len(archives) != 1:
-        raise BuildError("pip download of %s gave %s, not one sdist (see %s)" % (item["requirement"], archives, log))
+        raise JobError("pip download of %s gave %s, not one sdist (see %s)" % (item["requirement"], archives, log))
     return os.path.join(dest, archives[0])
 
 
@@ -188,7 +188,7 @@ def build_one(item, p, index, base_env, cuda, python_id, check_mode=False):
                 target = heavy_build.unpack_sdist(sdist, os.path.join(work, "src"))
                 fixes = heavy_build.apply_fixes(target, item["gpu_build"].get("fixes"), item["name"])
             elif item["gpu_build"].get("fixes"):
-                raise BuildError("%s: gpu_build.fixes need the sdist, but the entry builds from source.spec %s"
+                raise JobError("%s: gpu_build.fixes need the sdist, but the entry builds from source.spec %s"
                                  % (item["name"], target))
             out = os.path.join(work, "wheel")
             isolation = [] if item["source"]["build_isolation"] else ["--no-build-isolation"]
@@ -197,10 +197,10 @@ def build_one(item, p, index, base_env, cuda, python_id, check_mode=False):
                 run_logged(_pip(python, "wheel", index, ["--no-deps", "--no-cache-dir"] + isolation
                                 + ["-w", out, target]), log, "%s-wheel" % canon, env=env)
             except BuildFailed as exc:
-                raise BuildError("the source build of %s failed: %s" % (item["name"], exc))
+                raise JobError("the source build of %s failed: %s" % (item["name"], exc))
             wheels = sorted(f for f in os.listdir(out) if f.endswith(".whl"))
             if len(wheels) != 1:
-                raise BuildError("pip wheel of %s made %s, not one wheel (see %s)" % (item["name"], wheels, log))
+                raise JobError("pip wheel of %s made %s, not one wheel (see %s)" % (item["name"], wheels, log))
             built = os.path.join(out, wheels[0])
             links = elf_links.HostLinks(env.get("CUDA_HOME"), elf_links.venv_site_dir(p["venv"]))
             audit = gpu_audit.audit_wheel(built, item["audit_targets"], item["name"], env, item["gpu_build"], links)
@@ -208,7 +208,7 @@ def build_one(item, p, index, base_env, cuda, python_id, check_mode=False):
                             "ok": audit["ok"], "note": audit["message"] if audit["ok"] else ""}
             if not audit["ok"]:
                 # Refused on the builder: not published, so no host of the class ever gets it.
-                raise BuildError("%s; not published to the class wheelhouse" % audit["message"])
+                raise JobError("%s; not published to the class wheelhouse" % audit["message"])
             wheel = atomic_publish(built, dest)
             digest = sha256_file(wheel)
             version = wheels[0].split("-")[1]
@@ -223,7 +223,7 @@ def build_one(item, p, index, base_env, cuda, python_id, check_mode=False):
                           item["name"], version, os.path.basename(sdist), ",".join(item["audit_targets"]), why))
         return result
     except heavy_build.HeavyBuildError as exc:
-        raise BuildError(str(exc))
+        raise JobError(str(exc))
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -239,7 +239,7 @@ def resolve_items(p):
             item["gpu_env"], item["gpu_notes"], item["audit_targets"] = plan_item(
                 item, p["cuda_arch_list"], p["audit_targets"], p["build_cpus"], p["build_memory_gib"])
     except (mp.MatrixError, heavy_build.HeavyBuildError) as exc:
-        raise BuildError("cannot plan the class's GPU package builds: %s" % exc)
+        raise JobError("cannot plan the class's GPU package builds: %s" % exc)
     return items
 
 
@@ -266,10 +266,10 @@ class HeavyWheelsJob(Job):
             result["changed"] = True
             return Plan([w["plan"] for w in result["wheels"]], result)
         if not os.access(python, os.X_OK):
-            raise BuildError("venv=%r: %s is not a Python; the GPU packages build against the torch installed there"
+            raise JobError("venv=%r: %s is not a Python; the GPU packages build against the torch installed there"
                              % (p["venv"], python))
         if not re.match(r"^[0-9a-f]{64}$", p["depends_on"] or ""):
-            raise BuildError("depends_on=%r: give the sha256 of the torch wheel the packages are built against "
+            raise JobError("depends_on=%r: give the sha256 of the torch wheel the packages are built against "
                              "(it is part of their cache key)" % (p["depends_on"],))
         state = {"heavy": heavy, "cuda": cuda_release(p["cuda_home"], self.system),
                  "python_id": python_version(python, self.system),

@@ -17,7 +17,7 @@ import glob
 import os
 import re
 
-from ansible_collections.sparkforge.stack.plugins.module_utils.build.build_common import BuildError
+from ansible_collections.sparkforge.stack.plugins.module_utils.build.build_common import JobError
 from ansible_collections.sparkforge.stack.plugins.module_utils.packages.ml_packages import MatrixError
 from ansible_collections.sparkforge.stack.plugins.module_utils.packages.ml_packages import resolve as ml_resolve
 from ansible_collections.sparkforge.stack.plugins.module_utils.host.platforms import version_tuple
@@ -133,7 +133,7 @@ def select_torch_version(requested, releases, platform_class, python_version=Non
         try:
             # No GPU: the host is refused anyway; plan with the newest release to show the work.
             return default_version(releases, None if platform_class == "none" else platform_class, python_version)
-        except BuildError as exc:
+        except JobError as exc:
             raise PlanError("%s (sparkforge_torch_version)" % exc)
     if requested not in releases:
         raise PlanError("PyTorch %s is not in the manifest (known: %s); add it to sparkforge_torch_releases"
@@ -283,7 +283,7 @@ def build_plan(facts, config, manifest):
         arch = plan_arch_list(config.get("cuda_arch_list") or None, torch_version, release, klass, capabilities,
                               data, manifest.get("sparkforge_torch_fixes") or {},
                               variable=config.get("cuda_arch_list_variable") or "sparkforge_cuda_arch_list")
-    except BuildError as exc:
+    except JobError as exc:
         raise PlanError(str(exc))
     arch_list = arch["arch_list"]
     arch_why = arch["why"] if not config.get("cuda_arch_list") else "set by %s" % (

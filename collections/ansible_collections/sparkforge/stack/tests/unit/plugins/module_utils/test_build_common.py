@@ -33,7 +33,7 @@ def test_resolve_jobs_rejects_garbage(tmp_path):
     assert jobs >= 1 and "8.0 GiB available" in why
     assert bc.resolve_jobs(3, 2.0)[0] == 3
     for bad in ("many", 0, -2):
-        with pytest.raises(bc.BuildError):
+        with pytest.raises(bc.JobError):
             bc.resolve_jobs(bad, 2.0)
 
 

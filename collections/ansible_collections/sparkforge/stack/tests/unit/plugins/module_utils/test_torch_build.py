@@ -13,7 +13,7 @@ import glob
 import yaml
 
 from ansible_collections.sparkforge.stack.plugins.module_utils.build import torch_build as tb
-from ansible_collections.sparkforge.stack.plugins.module_utils.build.build_common import GIB, BuildError
+from ansible_collections.sparkforge.stack.plugins.module_utils.build.build_common import GIB, JobError
 
 MANIFEST_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "..",
                             "roles", "manifest", "defaults", "main")
@@ -184,7 +184,7 @@ def test_default_version_is_newest_good_for_class():
     spark = _newest(v for v, e in RELEASES.items()
                     if v != NEWEST and "dgx_spark" in e["good_for"] and not e.get("unconfirmed"))
     assert tb.default_version(releases, "dgx_spark") == spark
-    with pytest.raises(BuildError):
+    with pytest.raises(JobError):
         tb.default_version(RELEASES, "unknown_class")
 
 
@@ -209,7 +209,7 @@ def test_default_version_skips_unconfirmed_pairings():
     releases = dict(RELEASES, **{draft_version: draft})
     assert tb.default_version(releases, "gh200") == tb.default_version(RELEASES, "gh200")
     only_draft = {draft_version: draft}
-    with pytest.raises(BuildError) as err:
+    with pytest.raises(JobError) as err:
         tb.default_version(only_draft, "gh200")
     assert "unconfirmed" in str(err.value) and draft_version in str(err.value)
 
@@ -258,7 +258,7 @@ def test_env_x86_default_mkl_and_mkldnn():
 
 
 def test_mkl_refused_on_aarch64():
-    with pytest.raises(BuildError) as err:
+    with pytest.raises(JobError) as err:
         env_for(blas="MKL")
     assert "OpenBLAS" in str(err.value)
 
@@ -273,7 +273,7 @@ def test_each_feature_maps_to_its_variable(feature, var):
         assert on[var] == "1" and off[var] == "0"
     elif feature == "nccl":
         assert on[var] == "1"
-        with pytest.raises(BuildError):
+        with pytest.raises(JobError):
             env_for(features={"nccl": False, "system_nccl": True})
     else:
         assert on[var] == "1" and off[var] == "0"
@@ -294,7 +294,7 @@ def test_cusparselt_env():
     assert env["CUSPARSELT_INCLUDE_DIR"] == found["include"]
     assert env["CUSPARSELT_LIBRARY"] == found["library"]
     assert env["LD_LIBRARY_PATH"].endswith("/usr/lib/aarch64-linux-gnu/libcusparseLt/13")
-    with pytest.raises(BuildError) as err:
+    with pytest.raises(JobError) as err:
         env_for(features={"cusparselt": True})
     assert "libcusparselt0-dev-cuda-13" in str(err.value)
 
@@ -321,7 +321,7 @@ def test_env_is_clean_and_extra_env_wins():
 
 
 def test_unknown_feature_refused():
-    with pytest.raises(BuildError) as err:
+    with pytest.raises(JobError) as err:
         tb.resolve_features({"flash": True}, "aarch64", None)
     assert "flash_attention" in str(err.value)
 
@@ -338,7 +338,7 @@ def test_jobs_formula(tmp_path):
     meminfo.write_text("MemTotal: %d kB\nMemAvailable: %d kB\n" % (16 * 1024 * 1024, 14 * 1024 * 1024))
     assert tb.plan_jobs("auto", meminfo_path=str(meminfo))[0] == min(cores, 2)
     assert tb.plan_jobs(7)[0] == 7
-    with pytest.raises(BuildError):
+    with pytest.raises(JobError):
         tb.plan_jobs("lots")
 
 
@@ -392,7 +392,7 @@ def test_irrelevant_inputs_do_not_change_the_key():
 def test_key_requires_every_input():
     broken = dict(BASE_INPUTS)
     del broken["toolchain"]
-    with pytest.raises(BuildError):
+    with pytest.raises(JobError):
         tb.build_key(broken)
 
 

@@ -8,7 +8,7 @@ import os
 import pytest
 
 from ansible_collections.sparkforge.stack.plugins.module_utils.build import triton_build as tb
-from ansible_collections.sparkforge.stack.plugins.module_utils.build.build_common import BuildError, GIB
+from ansible_collections.sparkforge.stack.plugins.module_utils.build.build_common import JobError, GIB
 
 COMMIT = "7d5de3033187c8a3bb4d2e322f5462cdaf49808f"
 
@@ -25,10 +25,10 @@ def test_read_llvm_hash(tmp_path):
 
 
 def test_read_llvm_hash_missing_or_bogus(tmp_path):
-    with pytest.raises(BuildError, match="llvm-hash.txt is missing"):
+    with pytest.raises(JobError, match="llvm-hash.txt is missing"):
         tb.read_llvm_hash(str(tmp_path))
     write(str(tmp_path / "cmake" / "llvm-hash.txt"), "main\n")
-    with pytest.raises(BuildError, match="does not hold a git commit"):
+    with pytest.raises(JobError, match="does not hold a git commit"):
         tb.read_llvm_hash(str(tmp_path))
 
 
@@ -41,7 +41,7 @@ def test_expected_setup_dir(version, where):
 
 
 def test_expected_setup_dir_unknown_version():
-    with pytest.raises(BuildError, match="give triton_version"):
+    with pytest.raises(JobError, match="give triton_version"):
         tb.expected_setup_dir("main")
 
 
@@ -49,23 +49,23 @@ def test_resolve_setup_dir_matches_tree(tmp_path):
     write(str(tmp_path / "python" / "setup.py"))
     assert tb.resolve_setup_dir(str(tmp_path), "3.3.0") == "python"
     assert tb.resolve_setup_dir(str(tmp_path), None) == "python"
-    with pytest.raises(BuildError, match="Triton 3.6.0 keeps setup.py at the repository root"):
+    with pytest.raises(JobError, match="Triton 3.6.0 keeps setup.py at the repository root"):
         tb.resolve_setup_dir(str(tmp_path), "3.6.0")
 
 
 def test_resolve_setup_dir_root_and_both(tmp_path):
     write(str(tmp_path / "setup.py"))
     assert tb.resolve_setup_dir(str(tmp_path), "3.5.0") == ""
-    with pytest.raises(BuildError, match="under python/"):
+    with pytest.raises(JobError, match="under python/"):
         tb.resolve_setup_dir(str(tmp_path), "3.3.0")
     write(str(tmp_path / "python" / "setup.py"))
     assert tb.resolve_setup_dir(str(tmp_path), "3.3.0") == "python"
-    with pytest.raises(BuildError, match="both"):
+    with pytest.raises(JobError, match="both"):
         tb.resolve_setup_dir(str(tmp_path), None)
 
 
 def test_resolve_setup_dir_no_setup(tmp_path):
-    with pytest.raises(BuildError, match="no setup.py"):
+    with pytest.raises(JobError, match="no setup.py"):
         tb.resolve_setup_dir(str(tmp_path), "3.5.0")
 
 
@@ -185,7 +185,7 @@ def test_jobs_formula(tmp_path):
     jobs = tb.resolve_triton_jobs("auto", meminfo_path=str(meminfo))[0]
     assert jobs == min(os.cpu_count() or 1, 6)
     assert tb.resolve_llvm_jobs(3) == (3, "set explicitly")
-    with pytest.raises(BuildError):
+    with pytest.raises(JobError):
         tb.resolve_llvm_jobs("many")
 
 
@@ -212,7 +212,7 @@ def test_ptxas_identity(tmp_path):
                      "echo 'Cuda compilation tools, release 13.0, V13.0.88'\necho 'Build cuda_13.0.r13.0/x'\n")
     ptxas.chmod(0o755)
     assert tb.ptxas_identity(str(ptxas)) == "Cuda compilation tools, release 13.0, V13.0.88"
-    with pytest.raises(BuildError, match="not an executable ptxas"):
+    with pytest.raises(JobError, match="not an executable ptxas"):
         tb.ptxas_identity(str(tmp_path / "missing"))
 
 
