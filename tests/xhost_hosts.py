@@ -166,10 +166,13 @@ def snapshots(cluster):
 
 
 def recap(out):
-    """{host: {"changed": n, "failed": n, ...}} from the PLAY RECAP."""
+    """{host: {"changed": n, "failed": n, ...}} from the PLAY RECAP. The controller's own line (the names check's
+    first play, read only) is left out when it changed nothing and nothing failed there."""
     found = {}
     for host, fields in re.findall(r"^(\S+)\s+:\s+(ok=.*)$", out, re.M):
         found[host] = dict((k, int(v)) for k, v in re.findall(r"(\w+)=(\d+)", fields))
+    if found.get("localhost", {}).get("changed") == 0 and found["localhost"].get("failed") == 0:
+        del found["localhost"]
     return found
 
 

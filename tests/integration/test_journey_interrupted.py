@@ -113,19 +113,29 @@ def children():
 
 
 def kill_tree(pid):
-    """SIGKILL pid and its descendants (the parent first: it starts no new worker once stopped), twice over for
-    any process started while the tree was read."""
-    for _ in range(2):
+    """SIGKILL pid and its descendants. The tree is first frozen (SIGSTOP, again until no process is new: a stopped
+    process starts no child), so no child escapes to init by outliving its killed parent."""
+    frozen = set()
+    while True:
         tree, todo, found = children(), [pid], []
         while todo:
             current = todo.pop()
             found.append(current)
             todo.extend(tree.get(current, []))
-        for each in found:
+        new = [p for p in found if p not in frozen]
+        if not new:
+            break
+        for each in new:
             try:
-                os.kill(each, signal.SIGKILL)
+                os.kill(each, signal.SIGSTOP)
             except OSError:
                 pass
+            frozen.add(each)
+    for each in frozen:
+        try:
+            os.kill(each, signal.SIGKILL)
+        except OSError:
+            pass
 
 
 def run_killed(host, task, condition, delay):

@@ -48,6 +48,7 @@ MEM_PER_JOB_GIB = 4.0
 # Kept free for the system, the linker of libtorch_cuda.so (several GiB) and pip.
 RESERVE_GIB = 4.0
 
+
 class ArchListError(JobError):
     """The arch list cannot be built by this release (message says why and what to do)."""
 

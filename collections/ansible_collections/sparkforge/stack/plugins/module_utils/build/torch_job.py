@@ -53,7 +53,7 @@ def nvcc_version(system, cuda_home):
     rc, out, err = system.run([os.path.join(cuda_home, "bin", "nvcc"), "--version"])
     if rc != 0 or not (out + err).strip():
         raise JobError("nvcc not found under %s: install the CUDA toolkit or set cuda_home (or features.cuda: false)"
-                         % cuda_home, tail=output_tail(out, err))
+                       % cuda_home, tail=output_tail(out, err))
     return (out + err).strip().splitlines()[-1]
 
 
@@ -63,7 +63,7 @@ def python_version(python, system=None):
                                                   "platform.machine(), sys.implementation.cache_tag)"])
     if rc != 0:
         raise JobError("the build python %s does not run (exit %s: %s): create the build venv first"
-                         % (python, rc, output_tail(out, err)), tail=output_tail(out, err))
+                       % (python, rc, output_tail(out, err)), tail=output_tail(out, err))
     return out.strip()
 
 
@@ -130,7 +130,7 @@ def check_build_deps(system, python, requirements):
     rc, out, err = system.run([python, "-c", code] + names)
     if rc != 0:
         raise JobError("could not check the build requirements with %s (exit %s): %s"
-                         % (python, rc, output_tail(out, err)), tail=output_tail(out, err))
+                       % (python, rc, output_tail(out, err)), tail=output_tail(out, err))
     out = out.strip()
     return out.split() if out else []
 
@@ -370,7 +370,7 @@ def build(p, system, status, env, src_dir, commit, ref, cloned, fix_names, fixes
         missing = check_build_deps(system, p["python"], reqs)
         if missing:
             raise JobError("build requirements missing from %s: %s; install them or use build_deps: install"
-                             % (p["python"], ", ".join(missing)))
+                           % (p["python"], ", ".join(missing)))
     out_dir = os.path.join(p["build_dir"], "dist-tmp")
     if os.path.isdir(out_dir):
         shutil.rmtree(out_dir)
@@ -386,10 +386,10 @@ def build(p, system, status, env, src_dir, commit, ref, cloned, fix_names, fixes
     wheels = [w for w in os.listdir(out_dir) if w.endswith(".whl")]
     if len(wheels) != 1:
         raise JobError("pip wheel produced %d wheels in %s (expected one): see %s" % (len(wheels), out_dir,
-                                                                                        log_path))
+                                                                                      log_path))
     if not tb.wheel_matches(wheels[0], version):
         raise JobError("the built wheel %s does not carry version %s: PYTORCH_BUILD_VERSION was not honoured"
-                         % (wheels[0], version))
+                       % (wheels[0], version))
     wheel = os.path.join(out_dir, wheels[0])
     status.phase("normalize")
     record = repro.finish_wheel(wheel, epoch, maps, {

@@ -127,7 +127,7 @@ def resolve_setup_dir(triton_src, version):
     if version is None:
         if len(found) > 1:
             raise JobError("%s has setup.py both at the root and under python/ and the Triton version is "
-                             "unknown; give triton_version" % triton_src)
+                           "unknown; give triton_version" % triton_src)
         return found[0]
     want = expected_setup_dir(version)
     if want not in found:
@@ -333,7 +333,7 @@ def ptxas_identity(ptxas, run=run_capture):
     """The release line of ``ptxas --version`` (the ptxas is bundled into the wheel: part of the key)."""
     if not (os.path.isfile(ptxas) and os.access(ptxas, os.X_OK)):
         raise JobError("ptxas_path %s is not an executable ptxas: install the CUDA 13 toolkit "
-                         "(its ptxas knows sm_121a) or point ptxas_path at one" % ptxas)
+                       "(its ptxas knows sm_121a) or point ptxas_path at one" % ptxas)
     rc, out = run([ptxas, "--version"])
     lines = [line.strip() for line in out.splitlines() if line.strip()]
     if rc != 0 or not lines:

@@ -96,7 +96,7 @@ class TritonSource:
                 self.commit = found[name]
                 return
         raise JobError("ref %s not found in %s (git ls-remote found nothing); check triton_ref/triton_version"
-                         % (self.ref, self.repo))
+                       % (self.ref, self.repo))
 
     def ref_for(self, version):
         return self.given_ref or ("v%s" % version if version else None)

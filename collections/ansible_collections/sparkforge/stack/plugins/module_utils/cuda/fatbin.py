@@ -407,9 +407,6 @@ def arch_level(name, target):
     if (major, minor) == tuple(target):
         return "native"
     return "compatible" if cuda_arch.sass_runs_on(major, minor, variant, target) else None
-    if major == t_major and minor <= t_minor:
-        return "compatible"
-    return None
 
 
 def library_summary(entries, target):

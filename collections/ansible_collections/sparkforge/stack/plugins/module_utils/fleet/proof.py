@@ -217,7 +217,7 @@ def profile_differences(variables, files):
                 out.append({"component": "runtime_env", "package": path, "planned": want.get(name),
                             "installed": have.get(name),
                             "words": "runtime_env: %s: %s" % (path, _profile_words(name, want.get(name),
-                                                                                    have.get(name), "plan"))})
+                                                                                   have.get(name), "plan"))})
     return out
 
 

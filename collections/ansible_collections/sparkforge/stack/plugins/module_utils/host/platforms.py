@@ -10,6 +10,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import math
 import re
 
 from ansible_collections.sparkforge.stack.plugins.module_utils.cuda import arch
@@ -75,8 +76,7 @@ def _peak_problem(value):
     """Why a datasheet peak is not one (None when it is: a positive finite number, or null for "not given")."""
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value \
-            or value in (float("inf"), float("-inf")) or value <= 0:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
         return "%r is not a positive number (or null where the datasheet gives none)" % (value,)
     return None
 

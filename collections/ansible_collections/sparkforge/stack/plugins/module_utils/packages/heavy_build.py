@@ -44,6 +44,7 @@ ARCH_FORMS = ("torch", "sm_numbers")
 # linker and (on unified-memory hosts) the GPU.
 MEMORY_SHARE = 0.75
 
+
 class HeavyBuildError(Exception):
     """A gpu_build entry, arch list or sdist that cannot be used; the message names what and why."""
 

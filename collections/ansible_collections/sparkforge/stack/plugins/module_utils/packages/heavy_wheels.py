@@ -103,11 +103,11 @@ def cuda_release(cuda_home, system=None):
     nvcc = os.path.join(cuda_home, "bin", "nvcc")
     if not os.access(nvcc, os.X_OK):
         raise JobError("cuda_home=%r: %s is not an executable nvcc; the GPU packages are compiled with it"
-                         % (cuda_home, nvcc))
+                       % (cuda_home, nvcc))
     rc, out, err = (system or LocalSystem()).run([nvcc, "--version"])
     if rc != 0:
         raise JobError("%s --version failed (exit %s): %s" % (nvcc, rc, output_tail(out, err)),
-                         tail=output_tail(out, err))
+                       tail=output_tail(out, err))
     lines = [line.strip() for line in out.splitlines() if "release" in line]
     return lines[-1] if lines else out.strip().splitlines()[-1]
 
@@ -189,7 +189,7 @@ def build_one(item, p, index, base_env, cuda, python_id, check_mode=False):
                 fixes = heavy_build.apply_fixes(target, item["gpu_build"].get("fixes"), item["name"])
             elif item["gpu_build"].get("fixes"):
                 raise JobError("%s: gpu_build.fixes need the sdist, but the entry builds from source.spec %s"
-                                 % (item["name"], target))
+                               % (item["name"], target))
             out = os.path.join(work, "wheel")
             isolation = [] if item["source"]["build_isolation"] else ["--no-build-isolation"]
             # --no-cache-dir: an unaudited wheel never lands in pip's cache.
@@ -267,10 +267,10 @@ class HeavyWheelsJob(Job):
             return Plan([w["plan"] for w in result["wheels"]], result)
         if not os.access(python, os.X_OK):
             raise JobError("venv=%r: %s is not a Python; the GPU packages build against the torch installed there"
-                             % (p["venv"], python))
+                           % (p["venv"], python))
         if not re.match(r"^[0-9a-f]{64}$", p["depends_on"] or ""):
             raise JobError("depends_on=%r: give the sha256 of the torch wheel the packages are built against "
-                             "(it is part of their cache key)" % (p["depends_on"],))
+                           "(it is part of their cache key)" % (p["depends_on"],))
         state = {"heavy": heavy, "cuda": cuda_release(p["cuda_home"], self.system),
                  "python_id": python_version(python, self.system),
                  "index": mp.index_args(p["index_url"], p["extra_index_urls"], p["find_links"], p["no_index"])}

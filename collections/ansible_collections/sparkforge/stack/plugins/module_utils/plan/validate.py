@@ -20,6 +20,7 @@ __metaclass__ = type
 import difflib
 import ipaddress
 import os
+import math
 import re
 import unicodedata
 
@@ -190,6 +191,7 @@ NAME_KINDS = (
 )
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$", re.ASCII)
 
+
 def implied_rule(name):
     """The rule a variable that RULES does not name takes from the end of its name (a role's own copy of a plan
     input: runtime_env_cuda_arch_list is read as sparkforge_cuda_arch_list is); {} when none."""
@@ -307,7 +309,7 @@ def to_number(value, kind, rule):
 def in_range(number, value, rule):
     """``number`` (what ``value`` was given as) within the rule's min and max."""
     low, high = rule.get("min"), rule.get("max")
-    if number != number:
+    if isinstance(number, float) and math.isnan(number):
         # NaN (YAML .nan, -e x=nan) compares false with every bound, so a range alone would let it through.
         raise Invalid("%s is not a number (NaN): give a number from %s to %s" % (show(value), low, high))
     if low is not None and number < low or high is not None and number > high:
