@@ -26,6 +26,13 @@ os.environ.setdefault(SESSION_VAR, uuid.uuid4().hex)
 # The test bed's pipelined podman connection (tests/plugins/connection), for every ansible the suite starts.
 os.environ.setdefault("ANSIBLE_CONNECTION_PLUGINS", os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                                                   "plugins", "connection"))
+# Module payloads built once for the whole suite, not once per ansible-playbook (tests/plugins/callback/
+# ansiballz_shared.py: keyed by every file a payload can hold).
+os.environ.setdefault("ANSIBLE_CALLBACK_PLUGINS", os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                                                "plugins", "callback"))
+os.environ.setdefault("ANSIBLE_CALLBACKS_ENABLED", "ansiballz_shared")
+os.environ.setdefault("SPARKFORGE_TEST_ANSIBALLZ_CACHE", os.path.join(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))), ".cache", "ansiballz"))
 
 
 def suite_playbooks(session=None):
