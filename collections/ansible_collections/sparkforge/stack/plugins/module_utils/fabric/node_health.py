@@ -120,7 +120,7 @@ def peaks(samples):
     return [out[k] for k in sorted(out)]
 
 
-def check_thresholds(spec, var="sparkforge_node_health"):
+def check_thresholds(spec, var="xhost_node_health_spec"):
     """Sentences naming each bad value of the spec (var.key: value, what it must be); [] when all are good."""
     errors = []
     if not isinstance(spec, dict):

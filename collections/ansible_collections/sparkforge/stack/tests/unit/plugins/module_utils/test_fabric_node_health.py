@@ -152,13 +152,21 @@ def test_health_joins_the_acceptance_report_and_its_verdict(spec):
     assert "| c | fail | open 580.159.04 | Enabled | 1980 | 100 | 0 | 0 | its peak power.draw" in table
 
 
-BAD = {"min_clock_fraction": [0, 1.5, -0.2, "0.8", True, None], "min_power_fraction": [0, 2, None],
-       "sample_interval": [0, 0.01, 120, "1", None], "xid_ignored": ["13", [13, "x"]],
-       "aer_severities": ["Corrected", None], "open_modules_required": ["GB10", None]}
+# (key, value, the message's start); the docs/bad-inputs.md rows by their ids.
+BAD = [pytest.param("min_clock_fraction", 1.5, "xhost_node_health_spec.min_clock_fraction: 1.5 is out of range: it "
+                    "must be above 0 and at most 1 (a fraction of the peers' median peak SM clock)", id="A13"),
+       pytest.param("sample_interval", 0, "xhost_node_health_spec.sample_interval: 0 is out of range: it must be "
+                    "between 0.1 and 60 seconds (one nvidia-smi call per sample)", id="A14"),
+       pytest.param("xid_ignored", [13, "x"], "xhost_node_health_spec.xid_ignored: [13, 'x'] holds 'x', not Xid "
+                    "codes (whole numbers)", id="A15")]
+BAD += [pytest.param(k, v, "xhost_node_health_spec.%s: %r" % (k, v), id="%s=%r" % (k, v)) for k, vs in sorted({
+    "min_clock_fraction": [0, -0.2, "0.8", True, None], "min_power_fraction": [0, 2, None],
+    "sample_interval": [0.01, 120, "1", None], "xid_ignored": ["13"], "aer_severities": ["Corrected", None],
+    "open_modules_required": ["GB10", None]}.items()) for v in vs]
 
 
-@pytest.mark.parametrize("key,value", [(k, v) for k, vs in sorted(BAD.items()) for v in vs])
-def test_each_threshold_out_of_its_range_is_refused_by_name(spec, key, value):
+@pytest.mark.parametrize("key,value,message", BAD)
+def test_each_threshold_out_of_its_range_is_refused_by_name(spec, key, value, message):
     assert node_health.check_thresholds(spec) == []
     errors = node_health.check_thresholds(dict(spec, **{key: value}))
-    assert len(errors) == 1 and errors[0].startswith("sparkforge_node_health.%s: %r" % (key, value)), errors
+    assert len(errors) == 1 and errors[0].startswith(message), errors

@@ -83,7 +83,7 @@ def test_read_falls_back_to_dmesg_and_fails_naming_both_when_neither_reads(tmp_p
 
 def test_bad_thresholds_are_refused_before_anything_is_read(tmp_path):
     res, rc = run_module("node_health", {"mode": "check", "spec": spec(min_power_fraction=5)}, check_mode=True)
-    assert rc != 0 and res["msg"].startswith("sparkforge_node_health.min_power_fraction: 5 is out of range"), res
+    assert rc != 0 and res["msg"].startswith("xhost_node_health_spec.min_power_fraction: 5 is out of range"), res
     res, rc = run_module("node_health", {"mode": "check", "spec": spec()}, check_mode=True)
     assert rc == 0 and not res["changed"], res
 
