@@ -93,7 +93,7 @@ def gpus(csv_text):
         names.append(ALIASES.get(name, name))
     rows = []
     for line in lines[1:]:
-        cells = [c for c in line.split(",")]
+        cells = line.split(",")
         if len(cells) != len(names):
             continue
         rows.append(dict((n, _value(n, c)) for n, c in zip(names, cells)))
