@@ -26,6 +26,9 @@ what stands in:
   the one step left out (``cluster_fabric_apply_command: []``); the test checks that what netplan
   rendered is what the interface has. The link speed the check judges against is the stand-in's
   1 Gb/s (``xhost_link_speed_gbps``): the veth's own figure (10000 Mb/s) is the kernel's, not a link's.
+- stand-ins too: what each node's health reading reads (the test bed's fake nvidia-smi, a journalctl printing an
+  H200's real kernel lines, the driver's version file in the stand-in proc tree: health_stand_ins), so the play's
+  sampler, its reading and the comparison into the report run, though gloo puts no load on a GPU.
 
 The NCCL path runs on the 2-GPU machine (bench/gpu/run_xhost_2gpu.sh).
 """
@@ -42,7 +45,7 @@ import pytest
 import yaml
 
 import readme
-from helpers import CONNECTION, image_present, run_module, user_checkout
+from helpers import CONNECTION, GB10, GH200, fake_smi, image_present, run_module, user_checkout
 from xhost_hosts import (DROPIN, PROCFS, SYSFS, cleanup, create_network, host_addresses, run, sh, snapshots,
                          stand_in_tree, start_hosts)
 
@@ -50,6 +53,29 @@ from xhost_hosts import (DROPIN, PROCFS, SYSFS, cleanup, create_network, host_ad
 HOSTS = {"x1": ("spark", "enp1s0f1np1"), "x2": ("gh200", "ibp16s0")}
 
 needs_image = pytest.mark.skipif(not image_present(), reason="podman or the test bed's amd64 image missing")
+
+NODE_HEALTH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "collections", "ansible_collections",
+                           "sparkforge", "stack", "tests", "unit", "fixtures", "node_health")
+
+
+def health_stand_ins(root, host, profile):
+    """What the node health reading reads, stood in at its boundaries: the test bed's fake nvidia-smi (the GPU under
+    the same load on both hosts) and a journalctl printing an H200's real kernel lines, mounted at /usr/local/sbin
+    (first on the image's PATH); /proc/driver/nvidia/version in the host's stand-in proc tree. Volume specs."""
+    bindir = os.path.join(str(root), host, "bin")
+    os.makedirs(bindir)
+    gpu = dict(GB10 if profile == "spark" else GH200, persistence_mode="Enabled",
+               **{"clocks.sm": 1980, "clocks.max.sm": 1980, "power.draw": 61.3, "power.limit": None})
+    os.rename(os.path.join(bindir, os.path.basename(fake_smi(bindir, host, gpu, "/usr/bin/python3", "/usr/local/sbin"))),
+              os.path.join(bindir, "nvidia-smi"))
+    with open(os.path.join(bindir, "journalctl"), "w") as handle:
+        handle.write("#!/bin/sh\ncat /usr/local/sbin/kernel.log\n")
+    os.chmod(os.path.join(bindir, "journalctl"), 0o755)
+    shutil.copy(os.path.join(NODE_HEALTH, "dmesg-h200.txt"), os.path.join(bindir, "kernel.log"))
+    os.makedirs(os.path.join(str(root), host, "proc", "driver", "nvidia"))
+    shutil.copy(os.path.join(NODE_HEALTH, "version-open-gb10.txt"),
+                os.path.join(str(root), host, "proc", "driver", "nvidia", "version"))
+    return ["%s:/usr/local/sbin:ro" % bindir]
 
 
 def readme_cluster_commands():
@@ -70,7 +96,8 @@ def cluster(torch_dir, tmp_path_factory):
         hosts, specs = {}, {}
         for host, (profile, port) in sorted(HOSTS.items()):
             specs[names[host]] = (["%s:interface_name=%s,ip=%s" % (net, port, addresses[host])],
-                                  ["%s:/opt/xtorch:ro" % torch_dir] + stand_in_tree(root, host, profile))
+                                  ["%s:/opt/xtorch:ro" % torch_dir] + stand_in_tree(root, host, profile)
+                                  + health_stand_ins(root, host, profile))
             hosts[host] = {"ansible_connection": CONNECTION, "ansible_host": names[host],
                            "ansible_python_interpreter": "/usr/bin/python3",
                            "sparkforge_fabric_address": addresses[host],
@@ -95,7 +122,10 @@ def cluster(torch_dir, tmp_path_factory):
             # fabric addresses, exact, with a verdict per host; its speed against a link is the GPU runs'
             # (docs/results/xhost-4gpu-h100-2026-11-27). The floor only keeps a stalled collective failing.
             "xhost_min_busbw_fraction": 0.01,
-            "xhost_join_timeout": 20, "xhost_op_timeout": 60}
+            "xhost_join_timeout": 20, "xhost_op_timeout": 60,
+            # Each node's health, on here although gloo runs on the CPU: the play's sampler, its reading and the
+            # comparison run over the stand-ins (health_stand_ins).
+            "xhost_node_health": True, "xhost_node_health_proc_root": PROCFS}
         # The guide's checkout, where its commands run as written: the cluster is inventory/sparks.yml.
         checkout = user_checkout(root)
         inventory = os.path.join(checkout, "inventory", "sparks.yml")
@@ -181,6 +211,15 @@ def test_cluster_check_then_run(cluster):
     assert [(r["op"], r["exact"]) for r in summary["collectives"]] == [("all_reduce", True), ("all_gather", True)]
     for host in ("x1", "x2"):
         assert json.loads((cluster["reports"] / ("xhost-%s.json" % host)).read_text())["verdict"] == "pass"
+    # Each node's health in the same report: sampled while the collective ran, its driver and kernel log read.
+    health = dict((v["node"], v) for v in summary["health"])
+    assert [health[h]["verdict"] for h in ("x1", "x2")] == ["pass", "pass"], health
+    assert all(v["driver"] == {"flavour": "open", "version": "580.95.05"} and v["persistence"] == "Enabled"
+               and v["figures"] == {"peak_sm_mhz": 1980.0, "peak_power_w": 61.3} and v["xid"] == []
+               for v in health.values()), health
+    assert json.loads((cluster["reports"] / "xhost-x2.json").read_text())["health"]["verdict"] == "pass"
+    assert "| x1 | pass | open 580.95.05 | Enabled | 1980 | 61.3 | 0 | 0 | - |" in \
+        (cluster["reports"] / "xhost.md").read_text()
     fleet = json.loads((cluster["reports"] / "fleet-summary.json").read_text())
     assert fleet["x1"] == {"state": "provisioned"} and fleet["cross_host"]["passed"]
     assert fleet["cross_host"]["slowest"]["gbs"] == min(p["gbs"] for p in pairs)
