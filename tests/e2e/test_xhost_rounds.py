@@ -1,4 +1,4 @@
-"""The cross-host check's pair rounds run for real: xhost.SCRIPT as the module runs it, one process per rank
+"""The cross-host check's pair rounds run for real: scripts/collectives.py as the module runs it, one process per rank
 on this machine, torch's gloo over 127.0.0.1, five ranks (odd: every round has a bye) and four. Rank 0's
 result must hold every pair exactly once, each exact; then the collective over all ranks (all_reduce and
 all_gather), every rank's result exact, judged into algbw/busbw rows and a verdict per node. Then the role itself

@@ -1,0 +1,205 @@
+# -*- coding: utf-8 -*-
+# Copyright: sparkforge contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The cross-host check's own process, one per host, run by the stack's python (the venv with torch) as
+``python -c SOURCE CONFIG_JSON``: xhost.run_script passes this file's source, read through its loader (AnsiballZ
+ships module_utils as .py files in its zip, imported by zipimport, so a file beside it could not be opened by path;
+the loader's get_source reads it from the zip as from a checkout). argv[1] is the JSON config; the last stdout line
+is the JSON result.
+
+Importing it runs nothing and needs no torch (torch is imported by main()); the pure parts are tested directly.
+
+Rendezvous is a TCPStore on the first host. Every rank first announces itself in the store; the first host waits
+for all of them up to a join timeout and, when one is missing, tells the others which hosts never joined, so the
+check ends with their names instead of hanging in init_process_group. Then: an all_reduce checked for the exact
+sum, a ping-pong between every pair of a round (send/recv) for the bandwidth per pair, then the collective over
+every host."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import datetime
+import json
+import os
+import socket
+import sys
+import time
+
+
+def main(argv):
+    cfg = json.loads(argv[1])
+    out = {"rank": cfg["rank"], "host": cfg["hosts"][cfg["rank"]], "status": "ok", "backend": cfg["backend"]}
+
+    def done(**kw):
+        out.update(kw)
+        print(json.dumps(out))
+        sys.stdout.flush()
+        os._exit(0)
+
+    try:
+        import torch
+        import torch.distributed as dist
+    except Exception as exc:  # pylint: disable=broad-except
+        done(status="error", reason="cannot import torch: %s" % exc)
+    rank, world, hosts = cfg["rank"], len(cfg["hosts"]), cfg["hosts"]
+    join_timeout = float(cfg["join_timeout"])
+    out["torch"] = torch.__version__
+    try:
+        store = dist.TCPStore(cfg["master_addr"], int(cfg["master_port"]), None, rank == 0,
+                              datetime.timedelta(seconds=join_timeout), wait_for_workers=False)
+    except Exception as exc:  # pylint: disable=broad-except
+        done(status="error", reason="rendezvous on %s (%s:%s) did not answer within %d s: %s"
+             % (hosts[0], cfg["master_addr"], cfg["master_port"], join_timeout, str(exc).splitlines()[0]))
+    store.set("joined/%d" % rank, socket.gethostname())
+    if rank == 0:
+        deadline = time.time() + join_timeout
+        missing = list(range(world))
+        while missing and time.time() < deadline:
+            missing = [r for r in range(world) if not store.check(["joined/%d" % r])]
+            if missing:
+                time.sleep(0.2)
+        store.set("verdict", json.dumps({"missing": [hosts[r] for r in missing]}))
+    try:
+        store.wait(["verdict"], datetime.timedelta(seconds=join_timeout + 30))
+        verdict = json.loads(store.get("verdict"))
+    except Exception as exc:  # pylint: disable=broad-except
+        done(status="error", reason="no word from the rendezvous host %s: %s" % (hosts[0], str(exc).splitlines()[0]))
+    if rank != 0:
+        store.set("ack/%d" % rank, "1")
+    elif verdict["missing"]:
+        # The store lives in this process: keep it up until every host that joined has read the verdict.
+        joined = [r for r in range(world) if hosts[r] not in verdict["missing"] and r != 0]
+        deadline = time.time() + 30
+        while time.time() < deadline and not all(store.check(["ack/%d" % r]) for r in joined):
+            time.sleep(0.2)
+    if verdict["missing"]:
+        done(status="not_joined", missing=verdict["missing"],
+             reason="%s never joined within %d s" % (", ".join(verdict["missing"]), join_timeout))
+    backend = cfg["backend"]
+    device = "cuda" if backend == "nccl" else "cpu"
+    if device == "cuda":
+        torch.cuda.set_device(0)
+    dist.init_process_group(backend, store=store, rank=rank, world_size=world,
+                            timeout=datetime.timedelta(seconds=float(cfg["op_timeout"])))
+
+    def sync():
+        if device == "cuda":
+            torch.cuda.synchronize()
+
+    checks = []
+    t = torch.full((1024,), float(rank + 1), device=device)
+    dist.all_reduce(t)
+    sync()
+    expect = world * (world + 1) / 2.0
+    checks.append({"name": "all_reduce", "status": "pass" if bool((t == expect).all()) else "fail",
+                   "detail": "sum over %d hosts: %s, expected %s" % (world, t[0].item(), expect)})
+    pair_rounds(cfg, rank, hosts, store, torch, dist, device, sync)
+    collectives = collective_over_all(cfg, rank, world, hosts, store, torch, dist, device, sync, expect)
+    pairs = []
+    if rank == 0:
+        for a, b in sorted(tuple(p) for rnd in cfg["rounds"] for p in rnd):
+            for size in cfg["sizes"]:
+                pairs.append(json.loads(store.get("pair/%d/%d/%d" % (a, b, size))))
+    dist.barrier()
+    dist.destroy_process_group()
+    done(checks=checks, pairs=pairs, collectives=collectives, world=world, backend=backend)
+
+
+def pair_rounds(cfg, rank, hosts, store, torch, dist, device, sync):
+    """cfg["rounds"]: disjoint pairs per round (rounds.pair_rounds); a host is in at most one pair of a round. The
+    lower rank of a pair writes its bandwidth into the store; a barrier ends each round."""
+    for rnd in cfg["rounds"]:
+        for a, b in rnd:
+            if rank not in (a, b):
+                continue
+            for size in cfg["sizes"]:
+                buf = torch.empty(size // 4, dtype=torch.float32, device=device).fill_(float(a))
+                peer = b if rank == a else a
+
+                def once(buf=buf, peer=peer, a=a):
+                    if rank == a:
+                        dist.send(buf, peer)
+                        dist.recv(buf, peer)
+                    else:
+                        dist.recv(buf, peer)
+                        dist.send(buf, peer)
+                once()
+                sync()
+                start = time.perf_counter()
+                for dummy in range(int(cfg["iters"])):
+                    once()
+                sync()
+                seconds = time.perf_counter() - start
+                ok = bool((buf == float(a)).all())
+                if rank == a:
+                    # Each round trip moves the buffer once in each direction.
+                    gbs = 2.0 * size * int(cfg["iters"]) / seconds / 1e9
+                    store.set("pair/%d/%d/%d" % (a, b, size), json.dumps(
+                        {"a": hosts[a], "b": hosts[b], "bytes": size, "gbs": round(gbs, 3),
+                         "seconds": round(seconds, 4), "exact": ok}))
+                # Freed before the next size: the memory bound (acceptance.buffer_bytes) counts one pair buffer at
+                # a time.
+                del buf, once
+                if device == "cuda":
+                    torch.cuda.empty_cache()
+        dist.barrier()
+
+
+def collective_over_all(cfg, rank, world, hosts, store, torch, dist, device, sync, expect):
+    """all_reduce and all_gather of `size` bytes per rank (all_gather's output is world times that), warm-up runs,
+    then the timed ones. Every rank reports its own time per operation and whether its result was exact; rank 0
+    gathers them (acceptance.judge_collectives turns them into algbw/busbw)."""
+    collectives = []
+    warmup, citers = int(cfg.get("warmup_iters", 0)), int(cfg.get("collective_iters", 0))
+    for size in cfg.get("collective_sizes") or []:
+        count = size // 4
+        for op in ("all_reduce", "all_gather"):
+            x = torch.full((count,), float(rank + 1), device=device)
+            parts = None
+            if op == "all_reduce":
+                def step(x=x):
+                    dist.all_reduce(x)
+            else:
+                # Into one flat output (what nccl-tests times; a list of outputs adds a copy): all_gather_single
+                # where torch has it (2.13 deprecates the older name), all_gather_into_tensor before.
+                y = torch.zeros(world * count, device=device)
+                parts = list(y.chunk(world))
+                gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+
+                def step(x=x, y=y, gather=gather):
+                    gather(y, x)
+            for dummy in range(warmup):
+                step()
+            sync()
+            dist.barrier()
+            start = time.perf_counter()
+            for dummy in range(citers):
+                step()
+            sync()
+            seconds = (time.perf_counter() - start) / citers
+            if op == "all_reduce":
+                # In place, the timed runs summed sums: one more from fresh inputs is the one checked exactly.
+                x.fill_(float(rank + 1))
+                dist.all_reduce(x)
+                sync()
+                ok = bool((x == expect).all())
+            else:
+                # The input is untouched: the last timed run's output must hold every rank's r + 1.
+                ok = all(bool((parts[r] == float(r + 1)).all()) for r in range(world))
+                del y, parts, gather
+            del x, step
+            if device == "cuda":
+                torch.cuda.empty_cache()
+            store.set("coll/%s/%d/%d" % (op, size, rank), json.dumps({"seconds": seconds, "exact": ok}))
+            dist.barrier()
+            if rank == 0:
+                got = [json.loads(store.get("coll/%s/%d/%d" % (op, size, r))) for r in range(world)]
+                collectives.append({"op": op, "bytes": size, "iters": citers, "warmup": warmup,
+                                    "seconds": dict((hosts[r], got[r]["seconds"]) for r in range(world)),
+                                    "exact": dict((hosts[r], got[r]["exact"]) for r in range(world))})
+    return collectives
+
+
+if __name__ == "__main__":
+    main(sys.argv)
