@@ -91,6 +91,17 @@ def render_markdown(summary):
                 r["op"], r["bytes"], r["total_bytes"], r["seconds"], r["algbw"], r["busbw"],
                 r["pct_of_link"] if r["pct_of_link"] is not None else "-",
                 "yes" if r["exact"] else "NO (%s)" % ", ".join(r["not_exact_on"]), "SLOW" if r["slow"] else "no"))
+    screen = summary.get("screen")
+    if screen:
+        lines += ["", "Grouped search (screening): %d rounds for %d nodes, where the round-robin pairs take %d; bad: %s."
+                  % (screen["rounds"], len(summary.get("hosts", [])), screen["round_robin_rounds"],
+                     ", ".join(sorted(screen.get("bad") or {})) or "none"), "",
+                  "| round | group | busbw GB/s | % of link | passed | why |", "|---|---|---|---|---|---|"]
+        for g in screen.get("groups") or []:
+            lines.append("| %d | %s | %s | %s | %s | %s |" % (
+                g["round"] + 1, ", ".join(g["group"]), "-" if g["busbw"] is None else "%.3f" % g["busbw"],
+                "-" if g["pct_of_link"] is None else g["pct_of_link"],
+                {True: "yes", False: "NO", None: "no measurement"}[g["passed"]], g["why"] or ""))
     if summary.get("nodes"):
         lines += ["", "| node | verdict | reasons |", "|---|---|---|"]
         for v in summary["nodes"]:
@@ -138,7 +149,7 @@ def cross_host(summary, at=None, report=None):
             "diagnosis": diagnosis, "missing": list(summary.get("missing") or []), "passed": summary.get("passed"),
             "min_busbw_fraction": summary.get("min_busbw_fraction"),
             "collectives": list(summary.get("collectives") or []), "nodes": list(summary.get("nodes") or []),
-            "report": report}
+            "screen": summary.get("screen"), "report": report}
 
 
 def diagnose_host(host, result, pairs):
@@ -221,6 +232,12 @@ def summarize(results, hosts, speeds, min_fraction, min_gbs=None, min_busbw_frac
                "port": port_reasons(dict((h, speeds.get(h)) for h in hosts), rated_gbps),
                "transport": transport_reasons(dict((h, per_host[h].get("nccl_net")) for h in hosts), expected),
                "backend": (first or {}).get("backend")}
+    screen = (first or {}).get("screening") if judged is not None else None
+    if screen:
+        # The grouped search's report (rounds used against the round-robin's, each group's row), and its bad nodes'
+        # reasons for the verdict per node.
+        summary["screen"] = screen
+        summary["screening"] = dict((h, ["screening: %s" % why]) for h, why in (screen.get("bad") or {}).items())
     nodes = node_verdicts(summary)
     for v in nodes:
         per_host[v["node"]]["verdict"] = v["verdict"]

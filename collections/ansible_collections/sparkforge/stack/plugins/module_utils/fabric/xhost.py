@@ -14,11 +14,12 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import json
+import math
 import os
 import re
 import subprocess
 
-from ansible_collections.sparkforge.stack.plugins.module_utils.fabric import fabric, scripts
+from ansible_collections.sparkforge.stack.plugins.module_utils.fabric import fabric, screening, scripts
 from ansible_collections.sparkforge.stack.plugins.module_utils.fabric.scripts import collectives
 from ansible_collections.sparkforge.stack.plugins.module_utils.fabric.rounds import pair_rounds, ring_rounds, rounds_for
 from ansible_collections.sparkforge.stack.plugins.module_utils.fabric.verdict import (
@@ -27,7 +28,7 @@ from ansible_collections.sparkforge.stack.plugins.module_utils.fabric.parity imp
     PARITY_ITEMS, PYTHON_ITEMS, ParityError, driver_version, host_facts, parity, user_facts)
 
 # The names given from the other files (the callers' one import).
-__all__ = ["XhostError", "rank_of", "script_source", "run_script", "parse_rate", "link_speed", "check_rate",
+__all__ = ["XhostError", "rank_of", "script_source", "screens", "screen_spec", "screen_round_bound", "run_script", "parse_rate", "link_speed", "check_rate",
            "pair_rounds", "ring_rounds", "rounds_for",
            "cross_host", "diagnose_host", "diagnose_pair", "judge", "pair_why", "rdma_expected", "render_markdown",
            "summarize",
@@ -47,6 +48,27 @@ def rank_of(host, hosts):
 def script_source():
     """The text of scripts/collectives.py, what every host's python runs."""
     return scripts.source_of(collectives)
+
+
+def screens(n, topology=None, min_nodes=None):
+    """Whether the grouped search (screening.py) replaces the pair rounds: a switched cluster - not a ring, whose
+    pairs are its cables - of at least min_nodes nodes (None: never)."""
+    return topology != "ring" and min_nodes is not None and n >= min_nodes
+
+
+def screen_spec(min_nodes, collective_sizes, iters, warmup, min_busbw_fraction):
+    """What the script's rank 0 needs to screen: screening.py's own source (it runs there, beside the rounds), the
+    threshold, and each group's all_reduce - the largest collective size, its runs, judged against the collective's
+    busbw fraction."""
+    return {"source": scripts.source_of(screening), "min_nodes": min_nodes, "size": max(collective_sizes),
+            "iters": iters, "warmup": warmup, "min_busbw_fraction": min_busbw_fraction}
+
+
+def screen_round_bound(n):
+    """The most rounds the grouped search of n nodes can take: the screen, one halving per doubling of the largest
+    group (ceil(n / ceil(sqrt n)) nodes), and the buddy round."""
+    largest = int(math.ceil(n / math.ceil(math.sqrt(n))))
+    return 2 + int(math.ceil(math.log(max(largest, 1), 2)))
 
 
 def run_script(python, config, timeout, env=None):

@@ -95,6 +95,18 @@ def main(argv):
     checks.append({"name": "all_reduce", "status": "pass" if bool((t == expect).all()) else "fail",
                    "detail": "sum over %d hosts: %s, expected %s" % (world, t[0].item(), expect)})
     pair_rounds(cfg, rank, hosts, store, torch, dist, device, sync)
+    screened = None
+    if cfg.get("screen"):
+        def run_round(k, groups):
+            # Every rank makes every group, in the same order (torch wants all ranks in new_group), before any
+            # collective starts: then the groups of a round run at once.
+            made = [dist.new_group(ranks=sorted(g)) for g in groups]
+            for i, g in enumerate(groups):
+                if rank in g:
+                    store.set("screen/%d/%d/%d" % (k, i, rank), json.dumps(
+                        group_all_reduce(cfg["screen"], rank, g, made[i], torch, dist, device, sync)))
+            dist.barrier()
+        screened = screen_rounds(cfg, rank, hosts, store, run_round)
     collectives = collective_over_all(cfg, rank, world, hosts, store, torch, dist, device, sync, expect)
     pairs = []
     if rank == 0:
@@ -103,7 +115,7 @@ def main(argv):
                 pairs.append(json.loads(store.get("pair/%d/%d/%d" % (a, b, size))))
     dist.barrier()
     dist.destroy_process_group()
-    done(checks=checks, pairs=pairs, collectives=collectives, world=world, backend=backend)
+    done(checks=checks, pairs=pairs, collectives=collectives, world=world, backend=backend, screening=screened)
 
 
 def pair_rounds(cfg, rank, hosts, store, torch, dist, device, sync):
@@ -144,6 +156,118 @@ def pair_rounds(cfg, rank, hosts, store, torch, dist, device, sync):
                 if device == "cuda":
                     torch.cuda.empty_cache()
         dist.barrier()
+
+
+def group_all_reduce(spec, rank, group, made, torch, dist, device, sync):
+    """One group's part of a screening round: all_reduce of spec["size"] bytes per rank over the group, warm-up runs
+    then the timed ones; this rank's seconds per run, and whether a last run from fresh inputs summed exactly."""
+    x = torch.full((int(spec["size"]) // 4,), float(rank + 1), device=device)
+    for dummy in range(int(spec["warmup"])):
+        dist.all_reduce(x, group=made)
+    sync()
+    dist.barrier(group=made)
+    start = time.perf_counter()
+    for dummy in range(int(spec["iters"])):
+        dist.all_reduce(x, group=made)
+    sync()
+    seconds = (time.perf_counter() - start) / int(spec["iters"])
+    x.fill_(float(rank + 1))
+    dist.all_reduce(x, group=made)
+    sync()
+    ok = bool((x == float(sum(r + 1 for r in group))).all())
+    del x
+    if device == "cuda":
+        torch.cuda.empty_cache()
+    return {"seconds": seconds, "exact": ok}
+
+
+def screen_rounds(cfg, rank, hosts, store, run_round):
+    """The grouped search, on every rank: each publishes its link rate; rank 0 runs screening.screen (its source is
+    cfg["screen"]["source"], the module's own file) and returns the report, the others follow the rounds it
+    publishes until it says done. run_round(k, groups) runs round k's group collectives on this rank and returns
+    when every rank has (a barrier)."""
+    spec = cfg["screen"]
+    store.set("link/%d" % rank, json.dumps(cfg.get("link_gbps")))
+    if rank != 0:
+        k = 0
+        while True:
+            key = "screen/round/%d" % k
+            store.wait([key], datetime.timedelta(seconds=float(cfg["op_timeout"]) * 4))
+            said = json.loads(store.get(key))
+            if said.get("done"):
+                return None
+            run_round(k, said["groups"])
+            k += 1
+    return coordinate(spec, hosts, store, run_round)
+
+
+def coordinate(spec, hosts, store, run_round):
+    """Rank 0: screening.screen over the ranks, each round published to the store, run, then judged from what every
+    member wrote (judge_group). The report: rounds used against the round-robin's, each group's row, and the bad
+    nodes by name with why."""
+    screening = {}
+    exec(compile(spec["source"], "screening.py", "exec"), screening)  # pylint: disable=exec-used
+    measured = []
+
+    def measure(groups):
+        # The search works on names (its reasons name the buddy); the round goes out as ranks.
+        k, ranks = len(measured), [[hosts.index(h) for h in g] for g in groups]
+        store.set("screen/round/%d" % k, json.dumps({"groups": ranks}))
+        run_round(k, ranks)
+        rows = [judge_group(store, k, i, g, hosts, spec) for i, g in enumerate(ranks)]
+        measured.append(rows)
+        return [r["passed"] for r in rows]
+
+    try:
+        found = screening["screen"](list(hosts), measure, int(spec["min_nodes"]))
+    finally:
+        # The others stop following, whatever happened here.
+        store.set("screen/round/%d" % len(measured), json.dumps({"done": True}))
+    rows = [r for rnd in measured for r in rnd]
+    bad = {}
+    for h, why in found["bad"].items():
+        last = [row for row in rows if h in row["group"] and row["passed"] is not True]
+        bad[h] = why + ("; %s" % last[-1]["why"] if last and last[-1]["why"] else "")
+    n = len(hosts)
+    return {"mode": found["mode"], "rounds": len(found["rounds"]), "round_robin_rounds": n - 1 + n % 2,
+            "groups": rows, "bad": bad, "healthy": list(found["healthy"])}
+
+
+def judge_group(store, k, i, group, hosts, spec):
+    """Group i of round k: its all_reduce's busbw (nccl-tests: algbw x 2(n-1)/n, the slowest member's time) against
+    spec["min_busbw_fraction"] of the slowest member's link. passed: True, False, or None when a member's measurement
+    or link rate is missing - a missing measurement never clears a node."""
+    names = [hosts[r] for r in group]
+    row = {"round": k, "group": names, "busbw": None, "link_gbps": None, "pct_of_link": None, "passed": None,
+           "why": None}
+    got, links = {}, []
+    for r in group:
+        key = "screen/%d/%d/%d" % (k, i, r)
+        if store.check([key]):
+            got[r] = json.loads(store.get(key))
+        links.append(json.loads(store.get("link/%d" % r)) if store.check(["link/%d" % r]) else None)
+    lost = [hosts[r] for r in group if r not in got]
+    if lost:
+        row["why"] = "no measurement came back from %s" % ", ".join(lost)
+        return row
+    n, seconds = len(group), max(v["seconds"] for v in got.values())
+    row["busbw"] = round(float(spec["size"]) / seconds / 1e9 * 2.0 * (n - 1) / n, 3) if seconds > 0 else None
+    wrong = [hosts[r] for r in group if not got[r]["exact"]]
+    if wrong:
+        row["passed"], row["why"] = False, "result not exact on %s" % ", ".join(wrong)
+        return row
+    if row["busbw"] is None or not all(links):
+        row["why"] = "no link rate from %s to judge against" % ", ".join(
+            hosts[r] for r, s in zip(group, links) if not s) if not all(links) else "no time measured"
+        return row
+    link = min(links)
+    fraction = row["busbw"] / (link / 8.0)
+    row["link_gbps"], row["pct_of_link"] = link, round(100 * fraction, 1)
+    row["passed"] = fraction >= float(spec["min_busbw_fraction"])
+    if not row["passed"]:
+        row["why"] = "all_reduce over %s: busbw %.3f GB/s, %.1f%% of the %g Gb/s link, below %.0f%%" % (
+            ", ".join(names), row["busbw"], 100 * fraction, link, 100 * float(spec["min_busbw_fraction"]))
+    return row
 
 
 def collective_over_all(cfg, rank, world, hosts, store, torch, dist, device, sync, expect):
