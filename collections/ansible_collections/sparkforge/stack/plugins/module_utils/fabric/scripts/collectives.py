@@ -33,7 +33,7 @@ def main(argv):
 
     def done(**kw):
         out.update(kw)
-        print(json.dumps(out))
+        sys.stdout.write(json.dumps(out) + "\n")
         sys.stdout.flush()
         os._exit(0)
 
@@ -251,22 +251,26 @@ def judge_group(store, k, i, group, hosts, spec):
         row["why"] = "no measurement came back from %s" % ", ".join(lost)
         return row
     n, seconds = len(group), max(v["seconds"] for v in got.values())
-    row["busbw"] = round(float(spec["size"]) / seconds / 1e9 * 2.0 * (n - 1) / n, 3) if seconds > 0 else None
+    if seconds <= 0:
+        row["why"] = "no time measured"
+        return row
+    busbw = round(float(spec["size"]) / seconds / 1e9 * 2.0 * (n - 1) / n, 3)
+    row["busbw"] = busbw
     wrong = [hosts[r] for r in group if not got[r]["exact"]]
     if wrong:
         row["passed"], row["why"] = False, "result not exact on %s" % ", ".join(wrong)
         return row
-    if row["busbw"] is None or not all(links):
+    if not all(links):
         row["why"] = "no link rate from %s to judge against" % ", ".join(
-            hosts[r] for r, s in zip(group, links) if not s) if not all(links) else "no time measured"
+            hosts[r] for r, s in zip(group, links) if not s)
         return row
     link = min(links)
-    fraction = row["busbw"] / (link / 8.0)
+    fraction = busbw / (link / 8.0)
     row["link_gbps"], row["pct_of_link"] = link, round(100 * fraction, 1)
     row["passed"] = fraction >= float(spec["min_busbw_fraction"])
     if not row["passed"]:
         row["why"] = "all_reduce over %s: busbw %.3f GB/s, %.1f%% of the %g Gb/s link, below %.0f%%" % (
-            ", ".join(names), row["busbw"], 100 * fraction, link, 100 * float(spec["min_busbw_fraction"]))
+            ", ".join(names), busbw, 100 * fraction, link, 100 * float(spec["min_busbw_fraction"]))
     return row
 
 

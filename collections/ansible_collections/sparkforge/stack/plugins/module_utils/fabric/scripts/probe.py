@@ -10,6 +10,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import json
+import sys
 
 
 def main():
@@ -25,7 +26,7 @@ def main():
             out["nccl"] = None      # a CPU build has no NCCL
     except Exception as exc:  # pylint: disable=broad-except
         out["error"] = "cannot import torch: %s" % str(exc).splitlines()[0]
-    print(json.dumps(out))
+    sys.stdout.write(json.dumps(out) + "\n")
 
 
 if __name__ == "__main__":
