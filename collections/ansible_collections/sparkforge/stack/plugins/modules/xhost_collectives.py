@@ -255,8 +255,16 @@ nccl_net:
   elements: str
 summary:
   description: For C(summarize) - hosts, per_host (status, reason, link, nccl_net - the NCCL lines it read,
-    diagnosis of a slow host), missing, failed_hosts, judged (pairs with each slow pair's diagnosis, slowest), passed.
+    diagnosis of a slow host), missing, failed_hosts, judged (pairs with each slow pair's diagnosis, slowest), passed;
+    screen when the grouped search ran (rounds, round_robin_rounds, groups - each round's group, busbw, pct_of_link,
+    passed, why - bad, healthy).
   returned: mode summarize
+  type: dict
+screening:
+  description: For C(run) on the first host when the grouped search ran (I(screen_min_nodes)) - mode, rounds,
+    round_robin_rounds, groups (round, group, busbw, link_gbps, pct_of_link, passed, why), bad (node to why), healthy;
+    null otherwise.
+  returned: mode run
   type: dict
 collectives:
   description: For C(run) on the first host - per operation and size, each host's seconds per run and exactness.
