@@ -76,11 +76,11 @@ def script_on_hosts(names, addresses, hosts, rounds, port, collective=False, loc
                   "collective_iters": 3, "warmup_iters": 1}
         # The same environment the module gives the script (xhost_env, then GLOO_SOCKET_IFNAME from xhost_ifname).
         if local:
-            command, env = [local["python"], "-c", xhost.SCRIPT, json.dumps(config)], \
+            command, env = [local["python"], "-c", xhost.script_source(), json.dumps(config)], \
                 dict(os.environ, GLOO_SOCKET_IFNAME="lo", **local["env"])
         else:
             command, env = ["podman", "exec", "-e", "PYTHONPATH=/opt/xtorch", "-e", "GLOO_SOCKET_IFNAME=" + PORT,
-                            names[host], "python3", "-c", xhost.SCRIPT, json.dumps(config)], None
+                            names[host], "python3", "-c", xhost.script_source(), json.dumps(config)], None
         proc = subprocess.run(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               universal_newlines=True, timeout=900)
         lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]

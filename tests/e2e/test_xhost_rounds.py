@@ -1,4 +1,4 @@
-"""The cross-host check's pair rounds run for real: xhost.SCRIPT as the module runs it, one process per rank
+"""The cross-host check's pair rounds run for real: scripts/collectives.py as the module runs it, one process per rank
 on this machine, torch's gloo over 127.0.0.1, five ranks (odd: every round has a bye) and four. Rank 0's
 result must hold every pair exactly once, each exact; then the collective over all ranks (all_reduce and
 all_gather), every rank's result exact, judged into algbw/busbw rows and a verdict per node. Then the role itself
@@ -40,7 +40,7 @@ def free_port():
         return sock.getsockname()[1]
 
 
-def run_ranks(n, sizes=(1 << 20,), iters=3, collective_sizes=(), collective_iters=3):
+def run_ranks(n, sizes=(1 << 20,), iters=3, collective_sizes=(), collective_iters=3, screen=None):
     hosts = ["h%d" % i for i in range(n)]
     port, results = free_port(), {}
     env = {"PYTHONPATH": TORCH_DIR, "GLOO_SOCKET_IFNAME": "lo", "OMP_NUM_THREADS": "1"}
@@ -50,6 +50,8 @@ def run_ranks(n, sizes=(1 << 20,), iters=3, collective_sizes=(), collective_iter
                   "sizes": list(sizes), "iters": iters, "join_timeout": 60, "op_timeout": 60,
                   "rounds": xhost.pair_rounds(n), "collective_sizes": list(collective_sizes),
                   "collective_iters": collective_iters, "warmup_iters": 1}
+        if screen:
+            config.update(rounds=[], screen=screen, link_gbps=1.0)
         results[rank] = xhost.run_script(sys.executable, config, 240, env=env)
 
     threads = [threading.Thread(target=one, args=(r,)) for r in range(n)]
@@ -102,6 +104,22 @@ def test_the_collective_over_all_ranks_is_exact_and_judged(n):
         assert r["total_bytes"] == total and r["algbw"] == pytest.approx(total / r["seconds"] / 1e9, abs=2e-3), r
         assert abs(r["busbw"] - r["algbw"] * factor) < 0.002 and r["link_gbps"] == 1.0, r
     assert summary["passed"] and [v["verdict"] for v in summary["nodes"]] == ["pass"] * n, summary["nodes"]
+
+
+@pytest.mark.usefixtures("needs_torch")
+def test_the_grouped_search_runs_its_rounds_as_group_collectives():
+    """Six ranks at the screening threshold: every rank makes the round's groups (torch.distributed.new_group), each
+    group's all_reduce runs at once and is exact, rank 0 judges them from the store (a 0 threshold: gloo over
+    loopback is no fabric) and reports one round - every group passed, nobody bad - and the pair rounds are not run."""
+    hosts, results = run_ranks(6, screen=xhost.screen_spec(6, [1 << 16], 2, 1, 0.0))
+    for rank in range(6):
+        assert results[rank][0]["status"] == "ok", results[rank]
+    report = results[0][0]["screening"]
+    assert report["mode"] == "groups" and report["rounds"] == 1 and report["bad"] == {}, report
+    assert [g["group"] for g in report["groups"]] == [hosts[0:2], hosts[2:4], hosts[4:6]], report
+    assert all(g["passed"] is True and g["busbw"] > 0 for g in report["groups"]), report
+    assert report["healthy"] == hosts and results[0][0]["pairs"] == [], results[0][0]
+    assert all(results[r][0]["screening"] is None for r in range(1, 6))
 
 
 @pytest.mark.usefixtures("needs_torch")

@@ -14,8 +14,9 @@ has no systemd-networkd; that module's docstring says what is real and what stan
   node.
 - The rerun and the slow node, in one run: s3's fabric interface is shaped with the host's ``tc`` (a token bucket at
   1 Mbit/s, from this machine in s3's network namespace: the container has no CAP_NET_ADMIN), then the guide's real
-  line again: it configures nothing (only the check starts, no file changes), and the check fails s3 alone with its
-  slow pairs, the others pass. Thresholds for a loaded 2-core machine, where gloo pairs run at 0.1-0.5 Gb/s: a pair
+  line again with ``xhost_screen_min_nodes: 8``: it configures nothing (only the check starts, no file changes), and
+  the grouped search (ceil(sqrt(8)) = 3 groups, the failed one bisected, the suspect against a healthy buddy) fails
+  s3 alone in fewer rounds than the pairs' 7, the others pass; each group's all_reduce is held to 1% of the link. Thresholds for a loaded 2-core machine, where gloo pairs run at 0.1-0.5 Gb/s: a pair
   is slow below 2% of the stand-in 1 Gb/s link (2.5 MB/s: a healthy 128 KiB round trip would have to take over
   100 ms). Measured under load: the slowest healthy pair at 9.6%, s3's pairs at 0.8% at most with 2 Mbit/s; at
   1 Mbit/s they run at half that.
@@ -180,17 +181,20 @@ def test_a_switch_of_eight_check_then_run(switch):
 
 
 def test_a_rerun_configures_nothing_and_names_the_slowed_node(switch):
-    """The rerun of the real line, with s3's fabric interface slowed: nothing is configured again (only the check
-    starts), and the check fails s3 alone, with its slow pairs. One run for both: eight hosts' cluster.yml is the
-    module's longest step."""
+    """The rerun of the real line, with s3's fabric interface slowed and the screening threshold at eight: nothing is
+    configured again (only the check starts), and the grouped search fails s3 alone, in fewer rounds than the pairs'
+    seven. One run for all three: eight hosts' cluster.yml is the module's longest step."""
     real = readme.commands("linking-sparks.md", heading="### A switch, any number of nodes")[-1]
     after = snapshots(switch)
     shaped = host_netns(switch["names"][SLOW], "tc", "qdisc", "add", "dev", SWITCH_PORT, "root", "tbf", "rate",
                         "1mbit", "burst", "10kb", "latency", "1s")
     assert shaped.returncode == 0, shaped.stdout
+    # This run screens: the grouped search from eight nodes (the manifest's threshold is 16) instead of 7 pair rounds.
+    write_inventory(switch, switch["hosts"], dict(switch["group"], xhost_screen_min_nodes=len(SWITCH)))
     try:
         rc, out = run(real, switch)
     finally:
+        write_inventory(switch, switch["hosts"], switch["group"])
         removed = host_netns(switch["names"][SLOW], "tc", "qdisc", "del", "dev", SWITCH_PORT, "root")
     assert removed.returncode == 0, removed.stdout
     assert real == switch.get("real"), real
@@ -202,12 +206,19 @@ def test_a_rerun_configures_nothing_and_names_the_slowed_node(switch):
     assert snapshots(switch) == after, "the rerun changed a host"
 
     summary = json.loads((switch["reports"] / "xhost.json").read_text())
-    assert summary["verdict"]["failed"] == [SLOW], (summary["verdict"], summary["judged"]["pairs"])
-    mine = [p for p in summary["judged"]["pairs"] if SLOW in (p["a"], p["b"])]
-    assert len(mine) == 7 and all(p["slow"] and p["exact"] for p in mine), mine
+    screen = summary.get("screen") or {}
+    assert summary["verdict"]["failed"] == [SLOW], (summary["verdict"], screen)
+    # Found by the grouped search in fewer rounds than the round-robin's 7, the rounds counted in the report; the
+    # pairs were not run (test_a_switch_of_eight_check_then_run runs them, below the threshold).
+    assert screen["mode"] == "groups" and list(screen["bad"]) == [SLOW], screen
+    assert screen["round_robin_rounds"] == len(SWITCH) - 1 and screen["rounds"] < len(SWITCH) - 1, screen
+    assert summary["judged"]["pairs"] == [], summary["judged"]
+    assert "Grouped search (screening): %d rounds for 8 nodes, where the round-robin pairs take 7; bad: %s." % (
+        screen["rounds"], SLOW) in (switch["reports"] / "xhost.md").read_text()
     found = verdicts(switch, SWITCH)
     assert found[SLOW]["verdict"] == "fail", found[SLOW]
-    assert "of the 1 Gb/s link, below 2%" in "; ".join(found[SLOW]["reasons"]), found[SLOW]
+    assert found[SLOW]["reasons"][0].startswith("screening: failed against healthy buddy s"), found[SLOW]
+    assert "of the 1 Gb/s link, below 1%" in found[SLOW]["reasons"][0], found[SLOW]
     for host in SWITCH:
         if host != SLOW:
             assert found[host] == {"node": host, "verdict": "pass", "reasons": []}, found[host]

@@ -128,6 +128,15 @@ options:
       neighbours only, in rounds where no node has both cables busy, with the hosts in ring order; otherwise
       every pair.
     type: str
+  screen_min_nodes:
+    description:
+      - From this many hosts on a switched cluster (I(topology) not C(ring)), the grouped search replaces the pair
+        rounds - ceil(sqrt(N)) groups screened at once with an all_reduce each (the largest of I(collective_sizes),
+        judged against I(min_busbw_fraction) of the group's slowest link), each failed group bisected, each suspect
+        confirmed against a healthy buddy; the rounds used are counted in the summary's C(screen). At least 6 (below,
+        a first-round group would hold one node). The role passes C(sparkforge_xhost_acceptance.screen_min_nodes).
+    type: int
+    default: 16
   expect_rdma:
     description: The fabric port has RDMA functions up, so NCCL must use RoCE/InfiniBand; with O(backend=nccl) a
       node whose NCCL lines (C(NCCL_DEBUG=INFO)) say it went over sockets fails, whatever the other nodes did.
@@ -153,6 +162,7 @@ options:
     description:
       - For C(summarize) - the collective is slow when its busbw is below this fraction of the slowest host's link
         (Gb/s / 8). The role passes C(sparkforge_xhost_acceptance.min_busbw_fraction).
+      - For C(run) - the threshold of each screening group's all_reduce (I(screen_min_nodes)).
     type: float
     default: 0.5
   rated_link_gbps:
@@ -245,8 +255,16 @@ nccl_net:
   elements: str
 summary:
   description: For C(summarize) - hosts, per_host (status, reason, link, nccl_net - the NCCL lines it read,
-    diagnosis of a slow host), missing, failed_hosts, judged (pairs with each slow pair's diagnosis, slowest), passed.
+    diagnosis of a slow host), missing, failed_hosts, judged (pairs with each slow pair's diagnosis, slowest), passed;
+    screen when the grouped search ran (rounds, round_robin_rounds, groups - each round's group, busbw, pct_of_link,
+    passed, why - bad, healthy).
   returned: mode summarize
+  type: dict
+screening:
+  description: For C(run) on the first host when the grouped search ran (I(screen_min_nodes)) - mode, rounds,
+    round_robin_rounds, groups (round, group, busbw, link_gbps, pct_of_link, passed, why), bad (node to why), healthy;
+    null otherwise.
+  returned: mode run
   type: dict
 collectives:
   description: For C(run) on the first host - per operation and size, each host's seconds per run and exactness.
@@ -362,10 +380,18 @@ def run(module, p):
               "backend": p["backend"], "sizes": p["sizes"], "iters": p["iters"],
               "join_timeout": p["join_timeout"], "op_timeout": p["op_timeout"],
               "rounds": xhost.rounds_for(len(p["hosts"]), p["topology"]), "collective_sizes": p["collective_sizes"],
-              "collective_iters": p["collective_iters"], "warmup_iters": p["warmup_iters"]}
+              "collective_iters": p["collective_iters"], "warmup_iters": p["warmup_iters"], "link_gbps": speed}
+    screened = xhost.screens(len(p["hosts"]), p["topology"], p["screen_min_nodes"])
+    if screened:
+        # Beyond the threshold on a switch: the grouped search names the bad node instead of N-1 pair rounds.
+        config["rounds"] = []
+        config["screen"] = xhost.screen_spec(p["screen_min_nodes"], p["collective_sizes"], p["collective_iters"],
+                                             p["warmup_iters"], p["min_busbw_fraction"])
     # Joining, the verdict, every round, then each collective and size: bounded so a wedged collective cannot hang
     # the play.
     runs = 2 + len(config["rounds"]) * len(p["sizes"]) + 2 * len(p["collective_sizes"])
+    if screened:
+        runs += xhost.screen_round_bound(len(p["hosts"]))
     limit = 2 * p["join_timeout"] + 60 + p["op_timeout"] * runs
     result, stderr = xhost.run_script(p["python"], config, limit, env=env)
     result.update(base)
@@ -476,6 +502,7 @@ def main():
             management_gbps=dict(type="float"),
             fabric_link_gbps=dict(type="float"),
             expect_rdma=dict(type="bool", default=False),
+            screen_min_nodes=dict(type="int", default=16),
             topology=dict(type="str"),
             env=dict(type="dict", default={}),
             results=dict(type="dict"),

@@ -31,6 +31,8 @@ COUNTS = {
     "collective_iters": ("xhost_collective_iters", 1),
     "warmup_iters": ("xhost_warmup_iters", 0),
     "max_message_bytes": ("xhost_max_message_bytes", 4),
+    # Below 6 nodes, one of the ceil(sqrt(N)) first-round groups would hold a single node: nothing to measure.
+    "screen_min_nodes": ("xhost_screen_min_nodes", 6),
 }
 
 
@@ -210,7 +212,7 @@ def node_verdicts(summary, parity_differences=None):
         entry = per_host.get(h) or {}
         if entry.get("reason") or entry.get("status"):
             reasons[h].append(entry.get("reason") or entry.get("status"))
-    for source in ("port", "transport"):
+    for source in ("port", "transport", "screening"):
         for h, why in (summary.get(source) or {}).items():
             if h in reasons:
                 reasons[h] += [w for w in why if w not in reasons[h]]

@@ -158,6 +158,7 @@ RULES = {
     "xhost_warmup_iters": {"min": 0, "max": 100000},
     "xhost_max_message_bytes": {"min": 4, "max": 1099511627776},
     "xhost_rated_link_gbps": {"min": 0.001, "max": 100000},
+    "xhost_screen_min_nodes": {"min": 6, "max": 100000},
     "sparkforge_probe_timeout": {"min": 1, "max": 600},
     "preflight_min_ram_gib": {"min": 0, "max": 65536},
     "preflight_min_ram_gib_source_build": {"min": 0, "max": 65536},

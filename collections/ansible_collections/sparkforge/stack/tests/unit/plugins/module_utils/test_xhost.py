@@ -197,5 +197,5 @@ def test_host_facts_from_a_stand_in_sysfs(tmp_path):
                    "kernel": os.uname()[2], "user": me.pw_name, "uid": me.pw_uid, "notes": []}
     assert xhost.host_facts(str(tmp_path / "missing"), None, str(tmp_path / "none"))["notes"] == \
         ["no python at %s: torch, CUDA and NCCL not read" % (tmp_path / "missing")]
-    with pytest.raises(xhost.XhostError):
+    with pytest.raises(xhost.ParityError):
         xhost.user_facts("no-such-user-sparkforge")
