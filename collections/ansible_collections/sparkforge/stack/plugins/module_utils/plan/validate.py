@@ -60,7 +60,7 @@ protected_dirs = path_rules.protected_dirs
 # system-directory and inside-the-checkout rules (cluster_fabric_root is / on a real host).
 READ_PATHS = ("cluster_fabric_sysfs_root", "cluster_fabric_proc_root", "cluster_fabric_root", "sparkforge_cuda_home",
               "fleet_build_cuda_home", "torch_domains_cuda_home", "verify_python", "xhost_python", "triton_ptxas_path",
-              "runtime_env_ptxas_path", "triton_json_syspath")
+              "runtime_env_ptxas_path", "triton_json_syspath", "xhost_node_health_proc_root")
 # Beside the project's own prefix: the variables of cluster.yml and xhost.yml; each role's name is a prefix too.
 PREFIXES = ("sparkforge_", "cluster_", "xhost_")
 # What the preflight role passes for a variable that is not set anywhere (skipped, as None is).

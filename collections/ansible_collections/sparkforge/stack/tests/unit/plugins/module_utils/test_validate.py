@@ -170,6 +170,20 @@ def test_the_manifests_own_defaults_pass():
     assert errors == []
 
 
+def test_every_roles_own_defaults_pass():
+    """What a user gets without setting anything is never refused: each role's defaults (the untemplated ones;
+    a templated one is what it renders to) pass the check the preflight makes of every variable. A path a role
+    only reads, such as a procfs root defaulting to /proc, belongs in READ_PATHS."""
+    data = {}
+    for path in sorted(glob.glob(os.path.join(COLLECTION, "roles", "*", "defaults", "main.yml"))
+                       + glob.glob(os.path.join(COLLECTION, "roles", "*", "defaults", "main", "*.yml"))):
+        with open(path) as handle:
+            data.update(yaml.safe_load(handle) or {})
+    data = dict((k, v) for k, v in data.items() if not (isinstance(v, str) and "{{" in v))
+    values, errors = validate.check(data, SPECS)
+    assert errors == []
+
+
 def test_no_component_name_is_inside_another():
     """The plays test `'<name>' in sparkforge_components`; on a string given with -e that is a substring
     test, right only because no component's name contains another's."""
