@@ -21,6 +21,7 @@ from ansible_collections.sparkforge.stack.plugins.module_utils.build.build_commo
 from ansible_collections.sparkforge.stack.plugins.module_utils.packages.ml_packages import MatrixError
 from ansible_collections.sparkforge.stack.plugins.module_utils.packages.ml_packages import resolve as ml_resolve
 from ansible_collections.sparkforge.stack.plugins.module_utils.host.platforms import version_tuple
+from ansible_collections.sparkforge.stack.plugins.module_utils.plan import arch_plan
 from ansible_collections.sparkforge.stack.plugins.module_utils.build.torch_build import (
     default_version,
     plan_arch_list,
@@ -257,7 +258,9 @@ def ml_words(config):
 def build_plan(facts, config, manifest):
     """What each component will do on this host and why.
 
-    ``config``: components (list), torch_version, torch_source, cuda_arch_list (optional),
+    ``config``: components (list), torch_version, torch_source, cuda_arch_list (optional) and
+    cuda_arch_list_variable (the variable that set it), installed_archs (torch source existing: the venv's
+    torch.cuda.get_arch_list(), read on the host) and venv,
     ml_profile, ml_packages, ml_pins, ml_extra_matrix (what the ml_packages role resolves).
     ``manifest``: sparkforge_torch_releases, sparkforge_triton_releases, sparkforge_torch_arch_min_version.
     """
@@ -290,6 +293,10 @@ def build_plan(facts, config, manifest):
         config.get("cuda_arch_list_variable") or "sparkforge_cuda_arch_list")
     if arch["fixes_needed"]:
         arch_why += "; fixes applied: %s" % ", ".join(arch["fixes_needed"])
+    # Each consumer's list with its reason (torch source existing: the venv's torch's own, as read on the host).
+    archs = arch_plan.for_plan(arch_list, arch_why, bool(config.get("cuda_arch_list")), source,
+                               config.get("installed_archs"), config.get("venv"))
+    arch_list, arch_why = archs["torch"]["list"], archs["torch"]["reason"]
     triton_version = release["triton"]
     triton_release = manifest.get("sparkforge_triton_releases", {}).get(triton_version, {})
 
@@ -350,6 +357,9 @@ def build_plan(facts, config, manifest):
         "compiles": needs,
         "platform_class": klass,
         "compute_capabilities": capabilities,
+        # The arch list of each consumer (arch_plan.CONSUMERS), with its reason; torch.cuda_arch_list is the
+        # torch one (the same text, for the plan's readers of the torch block).
+        "arch": archs,
         "torch": {"version": torch_version, "source": source, "cuda_arch_list": arch_list, "why": arch_why,
                   "index_url": config.get("index_url") if source == "index" else None,
                   "wheel": (release.get("wheels") or {}).get(facts["cpu"]["arch"]),

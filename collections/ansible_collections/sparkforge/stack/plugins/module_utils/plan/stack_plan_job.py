@@ -15,6 +15,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import json
 import os
 
 from ansible_collections.sparkforge.stack.plugins.module_utils.fleet import bundle
@@ -44,6 +45,27 @@ def check_bundle(bundle_spec):
             raise JobError("bundle needs %s (sparkforge.stack.offline_bundle_info's result)" % ", ".join(lacking))
 
 
+# The venv's torch's own arch list (what an existing torch carries); one import, on the host, read only.
+ARCHS_READ = "import json, torch; print(json.dumps(torch.cuda.get_arch_list()))"
+
+
+def installed_archs(system, venv):
+    """torch.cuda.get_arch_list() of the venv's torch (['sm_90', ...]); None when it cannot be read (no
+    venv, no torch: existing_torch_problems names that)."""
+    python = os.path.join(venv, "bin", "python")
+    if not os.path.exists(python):
+        return None
+    rc, out, _err = system.run([python, "-c", ARCHS_READ])
+    lines = (out or "").strip().splitlines()
+    if rc != 0 or not lines:
+        return None
+    try:
+        found = json.loads(lines[-1])
+    except ValueError:
+        return None
+    return [str(name) for name in found] if isinstance(found, list) else None
+
+
 class StackPlanJob(Job):
     """params: stack_plan's options, with ``facts`` and ``host`` filled (gathered by the module when
     asked); opener(url, timeout) -> None or why not, fetcher(url, timeout, limit) -> (bytes, why not)."""
@@ -70,6 +92,8 @@ class StackPlanJob(Job):
         plan_error = None
         settings = dict(params["settings"])
         settings.setdefault("python_version", params["host"].get("python_version"))
+        if settings.get("torch_source") == "existing" and settings.get("venv"):
+            settings["installed_archs"] = installed_archs(self.system, settings["venv"])
         try:
             plan = build_plan(params["facts"], settings, params["manifest"])
         except PlanError as exc:
