@@ -44,7 +44,7 @@ EXAMPLES = r"""
 
 RETURN = r"""
 _value:
-  description: C({consumer: {list, reason}}) for C(torch), C(domains), C(ml_builds) and C(runtime).
+  description: For each of C(torch), C(domains), C(ml_builds) and C(runtime), a dict with C(list) and C(reason).
   type: dict
 """
 

@@ -34,6 +34,12 @@ def block(text, reason):
                 for c in CONSUMERS)
 
 
+def source_of(entry, consumer):
+    """Where a consumer's list came from: its reason without why the consumer follows it."""
+    tail = "; " + FOLLOWS[consumer] if FOLLOWS[consumer] else ""
+    return entry["reason"][:-len(tail)] if tail and entry["reason"].endswith(tail) else entry["reason"]
+
+
 def installed_list(archs):
     """torch.cuda.get_arch_list() (['sm_90', 'sm_121', 'compute_121']) -> '9.0;12.1+PTX'; '' for none.
     Raises arch.ArchError for a name that is not an architecture."""

@@ -400,6 +400,12 @@ def render_plan(plan, host_problems):
         plan["torch"]["version"], plan["torch"]["source"])]
     for item in plan["steps"]:
         lines.append("  %-13s %-9s %s  [%s]" % (item["component"], item["action"], item["detail"], item["why"]))
+    # Each arch list once, with the consumers that compile for it and where it came from.
+    archs = plan.get("arch") or {}
+    for text in sorted(set(a["list"] for a in archs.values())):
+        users = [c for c in arch_plan.CONSUMERS if c in archs and archs[c]["list"] == text]
+        lines.append("  arch list %s for %s  [%s]" % (text or "(none)", ", ".join(users),
+                                                      arch_plan.source_of(archs[users[0]], users[0])))
     if host_problems:
         lines.append("blocked by %d problem(s):" % len(host_problems))
         for item in host_problems:

@@ -352,6 +352,9 @@ def test_the_plan_gives_each_consumer_its_arch_list_and_why():
         assert plan["arch"][consumer]["list"] == torch["list"]
         assert plan["arch"][consumer]["reason"].startswith(torch["reason"])
         assert plan["arch"][consumer]["reason"].endswith(FOLLOWS[consumer])
+    # Shown in the plan: each list once, with who compiles for it and where it came from.
+    assert "  arch list %s for torch, domains, ml_builds, runtime  [%s]" % (torch["list"], torch["reason"]) \
+        in pf.render_plan(plan, [])
     # (b) an override, named by the variable the user set, validated for the release, for every consumer.
     plan = pf.build_plan(spark_facts(), {"torch_source": "source", "cuda_arch_list": "12.0",
                                          "cuda_arch_list_variable": "runtime_env_cuda_arch_list"}, m)
