@@ -93,9 +93,10 @@ ALL_BUT_VERIFY = ["cuda_libs", "cusparselt", "llvm", "triton", "pytorch", "torch
 TORCH_ONLY = ["triton", "pytorch", "torch_domains"]
 
 
-def make_host(root, template, source, torch=True, venv=True, components=ALL_BUT_VERIFY, gpu=GH200):
+def make_host(root, template, source, torch=True, venv=True, components=ALL_BUT_VERIFY, gpu=GH200, more=None):
     """Inventory for localhost with its prefix under ``root``; returns a dict of paths. With ``venv``
-    false the host has no venv at all (a fresh host; tests/integration/test_validate_playbook.py)."""
+    false the host has no venv at all (a fresh host; tests/integration/test_validate_playbook.py); ``more``:
+    further inventory variables."""
     prefix = root / "prefix"
     prefix.mkdir()
     if venv:
@@ -135,6 +136,7 @@ def make_host(root, template, source, torch=True, venv=True, components=ALL_BUT_
         "pytorch_index_url": "file://%s/index" % root,
         "torch_domains_index_url": "file://%s/index" % root,
     }
+    group.update(more or {})
     host = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable,
             "preflight_nvidia_smi": fake_smi(str(smi_dir), "localhost", gpu)}
     inventory = root / "inventory.yml"
@@ -212,7 +214,10 @@ def test_check_mode_on_a_provisioned_host_changes_nothing(tmp_path, template_ven
 
 @pytest.mark.parametrize("source", ["index", "wheelhouse"])
 def test_check_mode_reports_the_torch_install_and_changes_nothing(tmp_path, template_venv, source):
-    host = make_host(tmp_path, template_venv, source, torch=False, components=TORCH_ONLY)
+    # One role's spelling of the arch list, set alone, goes through the plan: validated there and named as the
+    # reason for every consumer (issue 45).
+    more = {"runtime_env_cuda_arch_list": "9.0;10.0"} if source == "index" else {}
+    host = make_host(tmp_path, template_venv, source, torch=False, components=TORCH_ONLY, more=more)
     if source == "wheelhouse":
         # The planned torch wheel (preflight refuses a wheelhouse without it: docs/bad-inputs.md W13).
         from test_result_is_the_plan import torch_wheel
@@ -226,6 +231,9 @@ def test_check_mode_reports_the_torch_install_and_changes_nothing(tmp_path, temp
     assert task_status(out, task) == "changed", out[-4000:]
     assert task_status(out, "Install the paired libraries") == "changed", out[-4000:]
     assert recap["changed"] > 0
+    if more:
+        assert "arch list 9.0;10.0 for torch, domains, ml_builds, runtime [set by runtime_env_cuda_arch_list]" \
+            in " ".join(out.split()), out[-4000:]
     assert snapshot(*watched(host)) == before
 
 

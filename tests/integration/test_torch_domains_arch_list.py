@@ -6,6 +6,7 @@ torch_domains_cuda_arch_list, and one without it (refused, naming what to set)."
 import os
 import subprocess
 
+import pytest
 import yaml
 
 from helpers import COLLECTION, REPO
@@ -15,7 +16,8 @@ NAMES = ("Take the arch list for source builds from the plan", "Check there is a
 PLAN = {"torch": {"version": "2.11.0"}, "arch": {"domains": {"list": "9.0;12.1", "reason": "default"}}}
 
 
-def test_the_role_takes_the_plans_list_or_refuses(tmp_path):
+@pytest.mark.parametrize("row_id", [pytest.param("R18", id="R18")])
+def test_the_role_takes_the_plans_list_or_refuses(tmp_path, row_id):
     with open(TASKS) as handle:
         tasks = dict((t["name"], t) for t in yaml.safe_load(handle) if t.get("name") in NAMES)
     take = {"ansible.builtin.set_fact": tasks[NAMES[0]]["ansible.builtin.set_fact"], "when": tasks[NAMES[0]]["when"]}
