@@ -175,3 +175,26 @@ def test_no_role_decides_an_arch_list():
     assert set(defined) >= {"pytorch_planned_arch_list", "torch_domains_arch_list", "ml_packages_arch_list",
                             "_arch_list"}, defined
     assert problems == [], "; ".join(problems)
+
+
+def test_cuda_arch_names_are_read_only_under_cuda():
+    """issue 45: one home for CUDA arch names (module_utils/cuda/arch.py, and fatbin.py beside it reading
+    cuobjdump's file names): no regular expression elsewhere in the collection's plugins or src/ (verify,
+    platforms, the builds, the CLI) reads an sm_/compute_ name on its own."""
+    pattern = re.compile(r"(sm_|compute_)")
+    found = []
+    files = glob.glob(os.path.join(REPO, "src", "**", "*.py"), recursive=True) + \
+        glob.glob(os.path.join(COLLECTION, "plugins", "**", "*.py"), recursive=True)
+    home = os.path.join(COLLECTION, "plugins", "module_utils", "cuda") + os.sep
+    for path in sorted(p for p in files if not p.startswith(home)):
+        with open(path) as handle:
+            tree = ast.parse(handle.read(), path)
+        for node in ast.walk(tree):
+            # A pattern handed to re (compile, match, search, sub, findall...): its first argument.
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                    and isinstance(node.func.value, ast.Name) and node.func.value.id == "re" and node.args \
+                    and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str) \
+                    and pattern.search(node.args[0].value):
+                found.append("%s:%d" % (os.path.relpath(path, REPO), node.lineno))
+    assert len(files) > 100, "the Python files were not found"
+    assert found == [], "read arch names through module_utils/cuda/arch.py: " + ", ".join(found)
