@@ -46,12 +46,12 @@ def installed_list(archs):
     return arch.to_torch([arch.from_sm(name) for name in archs or []])
 
 
-def for_plan(planned, planned_reason, overridden=False, source="source", installed=None, venv=None):
+def for_plan(planned, planned_reason, overridden=False, source="source", installed=None, venv=None, unread=None):
     """The plan's block.  ``planned``: torch_build.plan_arch_list's list (the user's override, validated for
     the release, or the release's default for this host) and ``planned_reason`` (the variable that set it, the
     release's fixes); ``overridden``: whether the user set it (it then wins over an installed torch's list);
     ``installed``: torch.cuda.get_arch_list() of the venv's torch (torch source ``existing``), None when not
-    read."""
+    read, ``unread`` then saying why (the plan keeps its own list and says so)."""
     if overridden:
         return block(planned, planned_reason)
     if source == "existing" and installed is not None:
@@ -65,6 +65,8 @@ def for_plan(planned, planned_reason, overridden=False, source="source", install
             return block(text, "the installed torch's own arch list (torch.cuda.get_arch_list() in %s: %s)"
                          % (venv or "the venv", ", ".join(installed)))
         return block(planned, "%s; %s" % (planned_reason, why))
+    if source == "existing" and unread:
+        return block(planned, "%s; the venv's torch's own arch list could not be read (%s)" % (planned_reason, unread))
     return block(planned, planned_reason)
 
 

@@ -260,7 +260,7 @@ def build_plan(facts, config, manifest):
 
     ``config``: components (list), torch_version, torch_source, cuda_arch_list (optional) and
     cuda_arch_list_variable (the variable that set it), installed_archs (torch source existing: the venv's
-    torch.cuda.get_arch_list(), read on the host) and venv,
+    torch.cuda.get_arch_list(), read on the host; installed_archs_unread: why it could not be) and venv,
     ml_profile, ml_packages, ml_pins, ml_extra_matrix (what the ml_packages role resolves).
     ``manifest``: sparkforge_torch_releases, sparkforge_triton_releases, sparkforge_torch_arch_min_version.
     """
@@ -295,7 +295,7 @@ def build_plan(facts, config, manifest):
         arch_why += "; fixes applied: %s" % ", ".join(arch["fixes_needed"])
     # Each consumer's list with its reason (torch source existing: the venv's torch's own, as read on the host).
     archs = arch_plan.for_plan(arch_list, arch_why, bool(config.get("cuda_arch_list")), source,
-                               config.get("installed_archs"), config.get("venv"))
+                               config.get("installed_archs"), config.get("venv"), config.get("installed_archs_unread"))
     arch_list, arch_why = archs["torch"]["list"], archs["torch"]["reason"]
     triton_version = release["triton"]
     triton_release = manifest.get("sparkforge_triton_releases", {}).get(triton_version, {})

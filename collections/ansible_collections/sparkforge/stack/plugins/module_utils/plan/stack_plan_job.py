@@ -50,20 +50,21 @@ ARCHS_READ = "import json, torch; print(json.dumps(torch.cuda.get_arch_list()))"
 
 
 def installed_archs(system, venv):
-    """torch.cuda.get_arch_list() of the venv's torch (['sm_90', ...]); None when it cannot be read (no
-    venv, no torch: existing_torch_problems names that)."""
+    """(torch.cuda.get_arch_list() of the venv's torch, e.g. ['sm_90'], None) or (None, why it could not be
+    read: no venv, a torch that does not import; existing_torch_problems names a venv without torch)."""
     python = os.path.join(venv, "bin", "python")
     if not os.path.exists(python):
-        return None
-    rc, out, _err = system.run([python, "-c", ARCHS_READ])
+        return None, "%s does not exist" % python
+    rc, out, err = system.run([python, "-c", ARCHS_READ])
     lines = (out or "").strip().splitlines()
-    if rc != 0 or not lines:
-        return None
     try:
-        found = json.loads(lines[-1])
+        found = json.loads(lines[-1]) if rc == 0 and lines else None
     except ValueError:
-        return None
-    return [str(name) for name in found] if isinstance(found, list) else None
+        found = None
+    if not isinstance(found, list):
+        last = ((err or out or "").strip().splitlines() or ["no output"])[-1]
+        return None, "%s -c '%s' exited %s: %s" % (python, ARCHS_READ, rc, last[:200])
+    return [str(name) for name in found], None
 
 
 class StackPlanJob(Job):
@@ -93,7 +94,8 @@ class StackPlanJob(Job):
         settings = dict(params["settings"])
         settings.setdefault("python_version", params["host"].get("python_version"))
         if settings.get("torch_source") == "existing" and settings.get("venv"):
-            settings["installed_archs"] = installed_archs(self.system, settings["venv"])
+            read, unread = installed_archs(self.system, settings["venv"])
+            settings.update(installed_archs=read, installed_archs_unread=unread)
         try:
             plan = build_plan(params["facts"], settings, params["manifest"])
         except PlanError as exc:

@@ -130,4 +130,5 @@ def test_torch_existing_the_plan_reads_the_venvs_torch_arch_list_once(tmp_path):
     host = FakeSystem(commands={python: (1, "", "ModuleNotFoundError: No module named 'torch'")})
     res = StackPlanJob(params(settings=settings), host, opener=Mirror()).run()
     assert res["plan"]["arch"]["torch"]["list"] == version["cuda_arch_list"]
-    assert "the installed torch" not in res["plan"]["arch"]["torch"]["reason"]
+    assert res["plan"]["arch"]["torch"]["reason"] == "%s; the venv's torch's own arch list could not be read (%s -c " \
+        "'%s' exited 1: ModuleNotFoundError: No module named 'torch')" % (version["why"], python, ARCHS_READ)
