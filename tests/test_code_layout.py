@@ -128,3 +128,73 @@ def test_no_two_module_utils_folders_import_each_other():
     both = ["%s -> %s (%s) and back (%s)" % (a, b, ", ".join(sorted(set(files))), ", ".join(sorted(set(edges[(b, a)]))))
             for (a, b), files in sorted(edges.items()) if a < b and (b, a) in edges]
     assert both == [], "module_utils folders importing each other: " + "; ".join(both)
+
+
+# How a role would derive an arch list itself: string surgery on names, or reading torch's own list.
+ARCH_DERIVING = re.compile(r"regex|get_arch_list|join\(|map\(|replace\(|split\(")
+
+
+def _arch_list_values(node, under=None, found=None):
+    """(where, key, value) of every string under a key ending in arch_list (any case) in a role's tasks;
+    ``where`` is 'defined' for a set_fact or vars entry (a value the role makes), else 'passed'."""
+    found = [] if found is None else found
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if isinstance(value, str) and str(key).lower().endswith("arch_list"):
+                found.append(("defined" if under in ("ansible.builtin.set_fact", "vars") else "passed", key, value))
+            else:
+                _arch_list_values(value, key, found)
+    elif isinstance(node, list):
+        for item in node:
+            _arch_list_values(item, under, found)
+    return found
+
+
+def test_no_role_decides_an_arch_list():
+    """issue 45: the plan decides each consumer's arch list (sparkforge_plan.arch, module_utils/plan/arch_plan.py);
+    a role's arch list is read from it (or, run without a plan, from the arch_without_plan filter over the same
+    rules), never made in the role by string surgery or by reading the installed torch."""
+    import yaml
+    problems, defined = [], []
+    for path in sorted(glob.glob(os.path.join(COLLECTION, "roles", "*", "tasks", "*.yml"))):
+        with open(path) as handle:
+            text = handle.read()
+        name = os.path.relpath(path, COLLECTION)
+        if "get_arch_list" in text or re.search(r"\^sm_|sm_\(", text):
+            problems.append("%s reads or converts torch's arch names itself" % name)
+        for where, key, value in _arch_list_values(yaml.safe_load(text)):
+            if "{{" not in value:
+                continue
+            if ARCH_DERIVING.search(value):
+                problems.append("%s: %s derives a list (%s)" % (name, key, ARCH_DERIVING.search(value).group(0)))
+            if where == "defined":
+                defined.append(key)
+                if not re.search(r"sparkforge_plan\.arch\b", value):
+                    problems.append("%s: %s is not read from sparkforge_plan.arch" % (name, key))
+    # The four consumers (pytorch, torch_domains, ml_packages, runtime_env) each define theirs: the walk saw them.
+    assert set(defined) >= {"pytorch_planned_arch_list", "torch_domains_arch_list", "ml_packages_arch_list",
+                            "_arch_list"}, defined
+    assert problems == [], "; ".join(problems)
+
+
+def test_cuda_arch_names_are_read_only_under_cuda():
+    """issue 45: one home for CUDA arch names (module_utils/cuda/arch.py, and fatbin.py beside it reading
+    cuobjdump's file names): no regular expression elsewhere in the collection's plugins or src/ (verify,
+    platforms, the builds, the CLI) reads an sm_/compute_ name on its own."""
+    pattern = re.compile(r"(sm_|compute_)")
+    found = []
+    files = glob.glob(os.path.join(REPO, "src", "**", "*.py"), recursive=True) + \
+        glob.glob(os.path.join(COLLECTION, "plugins", "**", "*.py"), recursive=True)
+    home = os.path.join(COLLECTION, "plugins", "module_utils", "cuda") + os.sep
+    for path in sorted(p for p in files if not p.startswith(home)):
+        with open(path) as handle:
+            tree = ast.parse(handle.read(), path)
+        for node in ast.walk(tree):
+            # A pattern handed to re (compile, match, search, sub, findall...): its first argument.
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                    and isinstance(node.func.value, ast.Name) and node.func.value.id == "re" and node.args \
+                    and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str) \
+                    and pattern.search(node.args[0].value):
+                found.append("%s:%d" % (os.path.relpath(path, REPO), node.lineno))
+    assert len(files) > 100, "the Python files were not found"
+    assert found == [], "read arch names through module_utils/cuda/arch.py: " + ", ".join(found)

@@ -39,20 +39,29 @@ TORCH = "2.11.0"
 # What the manifest pairs with torch 2.11.0, and the `minimal` ML profile.
 PAIRED = {"torchvision": "0.26.0", "torchaudio": "2.11.0", "triton": "3.6.0"}
 MINIMAL = {"einops": "0.8.2"}  # the manifest's pin (sparkforge_ml_package_pins)
+# What the fixture torch's torch.cuda.get_arch_list() says: not the GH200 default (9.0), so the plan's list shows
+# where it came from.
+TORCH_ARCHS = ["sm_90", "sm_100"]
 
 
-def add_dist(site, name, version, local="", cuda=None):
+def add_dist(site, name, version, local="", cuda=None, archs=None):
     """A fixture distribution: an importable package and its dist-info (what pip and importlib see).
-    With ``cuda`` the package has a ``version`` module whose ``cuda`` is that (torch.version.cuda)."""
+    With ``cuda`` the package has a ``version`` module whose ``cuda`` is that (torch.version.cuda); with
+    ``archs`` a ``cuda`` module whose get_arch_list() gives them (torch.cuda.get_arch_list())."""
     module = name.replace("-", "_")
     os.makedirs(os.path.join(site, module), exist_ok=True)
     with open(os.path.join(site, module, "__init__.py"), "w") as handle:
         handle.write('__version__ = "%s%s"\n' % (version, local))
         if cuda is not None:
             handle.write("from . import version\n")
+        if archs is not None:
+            handle.write("from . import cuda\n")
     if cuda is not None:
         with open(os.path.join(site, module, "version.py"), "w") as handle:
             handle.write("cuda = %r\n" % (cuda or None))
+    if archs is not None:
+        with open(os.path.join(site, module, "cuda.py"), "w") as handle:
+            handle.write("def get_arch_list():\n    return %r\n" % list(archs))
     info = os.path.join(site, "%s-%s.dist-info" % (module, version))
     os.makedirs(info, exist_ok=True)
     with open(os.path.join(info, "METADATA"), "w") as handle:
@@ -84,9 +93,10 @@ ALL_BUT_VERIFY = ["cuda_libs", "cusparselt", "llvm", "triton", "pytorch", "torch
 TORCH_ONLY = ["triton", "pytorch", "torch_domains"]
 
 
-def make_host(root, template, source, torch=True, venv=True, components=ALL_BUT_VERIFY, gpu=GH200):
+def make_host(root, template, source, torch=True, venv=True, components=ALL_BUT_VERIFY, gpu=GH200, more=None):
     """Inventory for localhost with its prefix under ``root``; returns a dict of paths. With ``venv``
-    false the host has no venv at all (a fresh host; tests/integration/test_validate_playbook.py)."""
+    false the host has no venv at all (a fresh host; tests/integration/test_validate_playbook.py); ``more``:
+    further inventory variables."""
     prefix = root / "prefix"
     prefix.mkdir()
     if venv:
@@ -94,7 +104,7 @@ def make_host(root, template, source, torch=True, venv=True, components=ALL_BUT_
         # A copied venv's scripts name the template's path; the interpreter link is what matters here.
         site = site_packages(str(prefix / "venv"))
         if torch:
-            add_dist(site, "torch", TORCH, "+cu130", cuda="13.0")
+            add_dist(site, "torch", TORCH, "+cu130", cuda="13.0", archs=TORCH_ARCHS)
             for name, version in PAIRED.items():
                 add_dist(site, name, version)
         for name, version in MINIMAL.items():
@@ -126,6 +136,7 @@ def make_host(root, template, source, torch=True, venv=True, components=ALL_BUT_
         "pytorch_index_url": "file://%s/index" % root,
         "torch_domains_index_url": "file://%s/index" % root,
     }
+    group.update(more or {})
     host = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable,
             "preflight_nvidia_smi": fake_smi(str(smi_dir), "localhost", gpu)}
     inventory = root / "inventory.yml"
@@ -192,12 +203,21 @@ def test_check_mode_on_a_provisioned_host_changes_nothing(tmp_path, template_ven
     # Nothing to install: torch and its libraries are the planned ones.
     for task in ("Install torch from", "Install the paired libraries", "Install the prebuilt Triton wheel"):
         assert task_status(proc.stdout, task) in (None, "ok"), task
+    # Torch existing: the plan read the venv's torch's own arch list once and shows it; runtime_env (its
+    # --diff) exports that list, read from the plan (issue 45).
+    out = " ".join(proc.stdout.replace("''", "'").split())  # the callback's YAML folds and quotes the plan text
+    assert "arch list 9.0;10.0 for torch, domains, ml_builds, runtime [the installed torch's own arch list " \
+           "(torch.cuda.get_arch_list() in %s: sm_90, sm_100)]" % (host["prefix"] / "venv") in out, proc.stdout[-4000:]
+    assert "+export TORCH_CUDA_ARCH_LIST='9.0;10.0'" in proc.stdout, proc.stdout[-4000:]
     assert snapshot(*watched(host)) == before
 
 
 @pytest.mark.parametrize("source", ["index", "wheelhouse"])
 def test_check_mode_reports_the_torch_install_and_changes_nothing(tmp_path, template_venv, source):
-    host = make_host(tmp_path, template_venv, source, torch=False, components=TORCH_ONLY)
+    # One role's spelling of the arch list, set alone, goes through the plan: validated there and named as the
+    # reason for every consumer (issue 45).
+    more = {"runtime_env_cuda_arch_list": "9.0;10.0"} if source == "index" else {}
+    host = make_host(tmp_path, template_venv, source, torch=False, components=TORCH_ONLY, more=more)
     if source == "wheelhouse":
         # The planned torch wheel (preflight refuses a wheelhouse without it: docs/bad-inputs.md W13).
         from test_result_is_the_plan import torch_wheel
@@ -211,6 +231,9 @@ def test_check_mode_reports_the_torch_install_and_changes_nothing(tmp_path, temp
     assert task_status(out, task) == "changed", out[-4000:]
     assert task_status(out, "Install the paired libraries") == "changed", out[-4000:]
     assert recap["changed"] > 0
+    if more:
+        assert "arch list 9.0;10.0 for torch, domains, ml_builds, runtime [set by runtime_env_cuda_arch_list]" \
+            in " ".join(out.split()), out[-4000:]
     assert snapshot(*watched(host)) == before
 
 

@@ -8,11 +8,19 @@ Forms: torch's TORCH_CUDA_ARCH_LIST entry ``9.0``, ``12.0a``, ``12.0f+PTX`` and 
 the torch and heavy builds, the fat-binary audit, platforms, verify) reads names through here so a
 name one accepts the others accept too.
 
-Binary compatibility (CUDA C Programming Guide, "Binary Compatibility" and "Feature Availability"):
-SASS for X.Y runs on X.Z with Z >= Y; an arch-specific ``a`` target runs only on exactly X.Y; a
-family-specific ``f`` target runs on the same major family from X.Y on (so, for SASS, the same set as
-the plain target, with fewer features); PTX is JIT-compiled for any capability >= X.Y, except
-``a`` PTX (exactly X.Y) and ``f`` PTX (same major, >= X.Y).
+Binary compatibility: SASS for X.Y runs on X.Z with Z >= Y; an arch-specific ``a`` target runs only on
+exactly X.Y; a family-specific ``f`` target runs on the same major family from X.Y on (so, for SASS, the
+same set as the plain target, with fewer features); PTX is JIT-compiled for any capability >= X.Y,
+except ``a`` PTX (exactly X.Y) and ``f`` PTX (same major, >= X.Y).  Checked against NVIDIA's pages:
+the Blackwell Compatibility Guide, "Application Compatibility on Blackwell Architecture"
+(https://docs.nvidia.com/cuda/archive/13.0.0/blackwell-compatibility-guide/index.html: a cubin runs on the
+same major and a same or higher minor, 8.0 on 8.6 but not 8.6 on 8.0 nor 8.x on 9.0; PTX on any higher
+capability), the CUDA Programming Guide's "Feature Set Compiler Targets" (architecture-specific features
+are not guaranteed on any other capability) and NVIDIA's blog "NVIDIA Blackwell and NVIDIA CUDA 12.9
+Introduce Family-Specific Architecture Features"
+(https://developer.nvidia.com/blog/nvidia-blackwell-and-nvidia-cuda-12-9-introduce-family-specific-architecture-features/:
+compute_100f code runs on 10.0 and 10.3, not on other majors).  tests/unit/.../test_cuda_arch.py holds
+those examples.
 """
 
 from __future__ import absolute_import, division, print_function

@@ -297,7 +297,8 @@ def write_record(path, installed):
 
 
 # Run by the venv's Python: each distribution's installed version ('' when absent) and, when torch
-# is installed, what `import torch` gives (its version and arch list) or why it does not import.
+# is installed, what `import torch` gives (its version and CUDA) or why it does not import. (Its arch list
+# is the plan's to read: torch source existing, module_utils/plan/stack_plan_job.py.)
 _VENV_STATE_SCRIPT = r"""
 import importlib.metadata as m, json, sys
 out = {"packages": {}, "torch": None, "torch_error": None}
@@ -306,9 +307,7 @@ for name in sys.argv[1:]:
 if out["packages"].get("torch"):
     try:
         import torch
-        cuda = getattr(torch, "cuda", None)
-        out["torch"] = {"version": torch.__version__, "archs": list(getattr(cuda, "get_arch_list", lambda: [])()),
-                        "cuda": getattr(getattr(torch, "version", None), "cuda", None)}
+        out["torch"] = {"version": torch.__version__, "cuda": getattr(getattr(torch, "version", None), "cuda", None)}
     except Exception as exc:
         out["torch_error"] = "%s: %s" % (type(exc).__name__, exc)
 print(json.dumps(out))

@@ -21,6 +21,7 @@ from ansible_collections.sparkforge.stack.plugins.module_utils.build.build_commo
 from ansible_collections.sparkforge.stack.plugins.module_utils.packages.ml_packages import MatrixError
 from ansible_collections.sparkforge.stack.plugins.module_utils.packages.ml_packages import resolve as ml_resolve
 from ansible_collections.sparkforge.stack.plugins.module_utils.host.platforms import version_tuple
+from ansible_collections.sparkforge.stack.plugins.module_utils.plan import arch_plan
 from ansible_collections.sparkforge.stack.plugins.module_utils.build.torch_build import (
     default_version,
     plan_arch_list,
@@ -257,7 +258,9 @@ def ml_words(config):
 def build_plan(facts, config, manifest):
     """What each component will do on this host and why.
 
-    ``config``: components (list), torch_version, torch_source, cuda_arch_list (optional),
+    ``config``: components (list), torch_version, torch_source, cuda_arch_list (optional) and
+    cuda_arch_list_variable (the variable that set it), installed_archs (torch source existing: the venv's
+    torch.cuda.get_arch_list(), read on the host; installed_archs_unread: why it could not be) and venv,
     ml_profile, ml_packages, ml_pins, ml_extra_matrix (what the ml_packages role resolves).
     ``manifest``: sparkforge_torch_releases, sparkforge_triton_releases, sparkforge_torch_arch_min_version.
     """
@@ -290,6 +293,10 @@ def build_plan(facts, config, manifest):
         config.get("cuda_arch_list_variable") or "sparkforge_cuda_arch_list")
     if arch["fixes_needed"]:
         arch_why += "; fixes applied: %s" % ", ".join(arch["fixes_needed"])
+    # Each consumer's list with its reason (torch source existing: the venv's torch's own, as read on the host).
+    archs = arch_plan.for_plan(arch_list, arch_why, bool(config.get("cuda_arch_list")), source,
+                               config.get("installed_archs"), config.get("venv"), config.get("installed_archs_unread"))
+    arch_list, arch_why = archs["torch"]["list"], archs["torch"]["reason"]
     triton_version = release["triton"]
     triton_release = manifest.get("sparkforge_triton_releases", {}).get(triton_version, {})
 
@@ -350,6 +357,9 @@ def build_plan(facts, config, manifest):
         "compiles": needs,
         "platform_class": klass,
         "compute_capabilities": capabilities,
+        # The arch list of each consumer (arch_plan.CONSUMERS), with its reason; torch.cuda_arch_list is the
+        # torch one (the same text, for the plan's readers of the torch block).
+        "arch": archs,
         "torch": {"version": torch_version, "source": source, "cuda_arch_list": arch_list, "why": arch_why,
                   "index_url": config.get("index_url") if source == "index" else None,
                   "wheel": (release.get("wheels") or {}).get(facts["cpu"]["arch"]),
@@ -390,6 +400,12 @@ def render_plan(plan, host_problems):
         plan["torch"]["version"], plan["torch"]["source"])]
     for item in plan["steps"]:
         lines.append("  %-13s %-9s %s  [%s]" % (item["component"], item["action"], item["detail"], item["why"]))
+    # Each arch list once, with the consumers that compile for it and where it came from.
+    archs = plan.get("arch") or {}
+    for text in sorted(set(a["list"] for a in archs.values())):
+        users = [c for c in arch_plan.CONSUMERS if c in archs and archs[c]["list"] == text]
+        lines.append("  arch list %s for %s  [%s]" % (text or "(none)", ", ".join(users),
+                                                      arch_plan.source_of(archs[users[0]], users[0])))
     if host_problems:
         lines.append("blocked by %d problem(s):" % len(host_problems))
         for item in host_problems:

@@ -15,6 +15,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import json
 import os
 
 from ansible_collections.sparkforge.stack.plugins.module_utils.fleet import bundle
@@ -44,6 +45,28 @@ def check_bundle(bundle_spec):
             raise JobError("bundle needs %s (sparkforge.stack.offline_bundle_info's result)" % ", ".join(lacking))
 
 
+# The venv's torch's own arch list (what an existing torch carries); one import, on the host, read only.
+ARCHS_READ = "import json, torch; print(json.dumps(torch.cuda.get_arch_list()))"
+
+
+def installed_archs(system, venv):
+    """(torch.cuda.get_arch_list() of the venv's torch, e.g. ['sm_90'], None) or (None, why it could not be
+    read: no venv, a torch that does not import; existing_torch_problems names a venv without torch)."""
+    python = os.path.join(venv, "bin", "python")
+    if not os.path.exists(python):
+        return None, "%s does not exist" % python
+    rc, out, err = system.run([python, "-c", ARCHS_READ])
+    lines = (out or "").strip().splitlines()
+    try:
+        found = json.loads(lines[-1]) if rc == 0 and lines else None
+    except ValueError:
+        found = None
+    if not isinstance(found, list):
+        last = ((err or out or "").strip().splitlines() or ["no output"])[-1]
+        return None, "%s -c '%s' exited %s: %s" % (python, ARCHS_READ, rc, last[:200])
+    return [str(name) for name in found], None
+
+
 class StackPlanJob(Job):
     """params: stack_plan's options, with ``facts`` and ``host`` filled (gathered by the module when
     asked); opener(url, timeout) -> None or why not, fetcher(url, timeout, limit) -> (bytes, why not)."""
@@ -70,6 +93,9 @@ class StackPlanJob(Job):
         plan_error = None
         settings = dict(params["settings"])
         settings.setdefault("python_version", params["host"].get("python_version"))
+        if settings.get("torch_source") == "existing" and settings.get("venv"):
+            read, unread = installed_archs(self.system, settings["venv"])
+            settings.update(installed_archs=read, installed_archs_unread=unread)
         try:
             plan = build_plan(params["facts"], settings, params["manifest"])
         except PlanError as exc:

@@ -75,3 +75,15 @@ def test_every_reader_refuses_what_the_one_parser_refuses(text):
         heavy_build.parse_arch_list(text)
     with pytest.raises(validate.Invalid):
         validate.check_string(text, "arch_list", {})
+
+
+# NVIDIA's own examples (the pages cited in cuda/arch.py's docstring), each answered by the one rule.
+@pytest.mark.parametrize("name, target, runs", [
+    ("8.0", "8.6", True), ("8.6", "8.0", False), ("8.6", "9.0", False),        # cubin: same major, >= minor
+    ("9.0+PTX", "10.0", True), ("9.0+PTX", "12.1", True),                      # PTX: any later capability
+    ("10.0f", "10.3", True), ("10.0f+PTX", "10.3", True), ("10.0f", "11.0", False), ("10.0f+PTX", "12.0", False),
+    ("10.3f", "10.0", False), ("12.0f", "12.1", True),                         # f: the family, from X.Y on
+    ("9.0a", "9.0", True), ("10.0a", "10.3", False), ("9.0a+PTX", "10.0", False),  # a: exactly X.Y
+])
+def test_runs_on_answers_nvidias_documented_examples(name, target, runs):
+    assert arch.runs_on(name, target) is runs

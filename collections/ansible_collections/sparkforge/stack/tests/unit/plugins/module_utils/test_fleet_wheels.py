@@ -279,9 +279,10 @@ def test_venv_state_reads_versions_and_what_import_torch_gives_in_one_process(tm
                            "class version:\n    cuda = '13.0'\n"
                            "class cuda:\n    @staticmethod\n    def get_arch_list():\n        return ['sm_90', 'sm_120']\n")
     state = fw.read_venv_state(_runner(site), sys.executable, ["triton", "torch", "torchvision"])
-    # torch.version.cuda too: the pytorch role's check that the result is the planned build (issue 33).
+    # torch.version.cuda too: the pytorch role's check that the result is the planned build (issue 33). Not
+    # its arch list: the plan reads that, once (issue 45).
     assert state == {"packages": {"triton": "3.6.0", "torch": "2.11.0", "torchvision": ""},
-                     "torch": {"version": "2.11.0+cu130", "archs": ["sm_90", "sm_120"], "cuda": "13.0"},
+                     "torch": {"version": "2.11.0+cu130", "cuda": "13.0"},
                      "torch_error": None}
 
 

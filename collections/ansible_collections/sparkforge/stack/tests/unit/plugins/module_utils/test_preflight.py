@@ -336,3 +336,58 @@ def test_the_plan_resolves_the_ml_packages_the_role_installs():
     assert items == [{"name": "einops", "requirement": "einops==0.8.0", "method": "wheel", "optional": False}]
     with pytest.raises(pf.PlanError, match="unknown profile 'trainig'"):
         pf.compile_needs({"ml_profile": "trainig"}, ["ml_packages"], m, spark_facts(), "dgx_spark")
+
+
+def test_the_plan_gives_each_consumer_its_arch_list_and_why():
+    """issue 45: the arch list is decided once, in the plan, per consumer with its reason; the roles read it."""
+    from ansible_collections.sparkforge.stack.plugins.module_utils.plan.arch_plan import CONSUMERS, FOLLOWS
+    m = manifest()
+    # (a) no override on a GB10: the release's default for the class (or the host's GPUs), for every consumer.
+    plan = pf.build_plan(spark_facts(), {"torch_source": "source"}, m)
+    torch = plan["arch"]["torch"]
+    assert sorted(plan["arch"]) == sorted(CONSUMERS)
+    assert torch == {"list": plan["torch"]["cuda_arch_list"], "reason": plan["torch"]["why"]}
+    assert "dgx_spark" in torch["reason"] or "the host's compute capabilities" in torch["reason"]
+    for consumer in CONSUMERS:
+        assert plan["arch"][consumer]["list"] == torch["list"]
+        assert plan["arch"][consumer]["reason"].startswith(torch["reason"])
+        assert plan["arch"][consumer]["reason"].endswith(FOLLOWS[consumer])
+    # Shown in the plan: each list once, with who compiles for it and where it came from.
+    assert "  arch list %s for torch, domains, ml_builds, runtime  [%s]" % (torch["list"], torch["reason"]) \
+        in pf.render_plan(plan, [])
+    # (b) an override, named by the variable the user set, validated for the release, for every consumer.
+    plan = pf.build_plan(spark_facts(), {"torch_source": "source", "cuda_arch_list": "12.0",
+                                         "cuda_arch_list_variable": "runtime_env_cuda_arch_list"}, m)
+    assert {c: plan["arch"][c]["list"] for c in CONSUMERS} == dict.fromkeys(CONSUMERS, "12.0")
+    assert all(plan["arch"][c]["reason"].startswith("set by runtime_env_cuda_arch_list") for c in CONSUMERS)
+    with pytest.raises(pf.PlanError, match="has no code for this host's GPU capability 12.1"):
+        pf.build_plan(spark_facts(), {"cuda_arch_list": "9.0", "cuda_arch_list_variable": "runtime_env_cuda_arch_list"},
+                      m)
+    # (c) torch existing: the venv's torch's own list (read on the host by the plan), whatever the release's default.
+    existing = {"torch_source": "existing", "venv": "/opt/v", "installed_archs": ["sm_90", "sm_120", "compute_120"]}
+    plan = pf.build_plan(spark_facts(), existing, m)
+    assert {c: plan["arch"][c]["list"] for c in CONSUMERS} == dict.fromkeys(CONSUMERS, "9.0;12.0+PTX")
+    assert all("the installed torch's own arch list (torch.cuda.get_arch_list() in /opt/v: sm_90, sm_120, "
+               "compute_120)" in plan["arch"][c]["reason"] for c in CONSUMERS)
+    assert plan["torch"]["cuda_arch_list"] == "9.0;12.0+PTX"
+    # A torch that reports none (a CPU build, no GPU visible) leaves the plan's own list, saying so.
+    plan = pf.build_plan(spark_facts(), dict(existing, installed_archs=[]), m)
+    assert "the venv's torch reported no arch list" in plan["arch"]["runtime"]["reason"]
+    assert plan["arch"]["runtime"]["list"] == pf.build_plan(spark_facts(), {}, m)["arch"]["torch"]["list"]
+    # The user's override wins over the installed torch's list, as it does over the default.
+    plan = pf.build_plan(spark_facts(), dict(existing, cuda_arch_list="12.0"), m)
+    assert plan["arch"]["domains"]["list"] == "12.0" and plan["arch"]["domains"]["reason"].startswith("set by")
+
+
+def test_without_a_plan_the_same_rules_answer_for_the_host():
+    """A role run without preflight (cluster.yml's runtime_env) asks arch_plan.without_plan, never a regex."""
+    from ansible_collections.sparkforge.stack.plugins.module_utils.cuda.arch import ArchError
+    from ansible_collections.sparkforge.stack.plugins.module_utils.plan.arch_plan import without_plan
+    got = without_plan(["sm_121a", "sm_90", "12.1"])
+    # A GPU's own sm_121a names what it supports: its code is plain SASS for 12.1.
+    assert got["runtime"]["list"] == "9.0;12.1"
+    assert got["runtime"]["reason"].startswith("this host's GPUs (gpu_facts: sm_121a, sm_90, 12.1; no plan")
+    assert without_plan(["sm_121"], "12.0;9.0+PTX", "ml_packages_cuda_arch_list")["ml_builds"]["list"] == "9.0+PTX;12.0"
+    assert without_plan([])["torch"] == {"list": "", "reason": "no plan and no GPU found: nothing to compile for"}
+    with pytest.raises(ArchError, match="runtime_env_cuda_arch_list='sm90': 'sm90' is not an architecture"):
+        without_plan(["sm_121"], "sm90", "runtime_env_cuda_arch_list")
