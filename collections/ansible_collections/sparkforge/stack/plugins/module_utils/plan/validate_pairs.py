@@ -49,9 +49,11 @@ ALIASES = {
 
 # Role defaults that take a sparkforge_* value as a starting point for a different thing: where wheels are
 # read from (a wheelhouse may be any directory) is not where they are built; the triton build's
-# requirements, the verify role's platform table and audit exemptions are settings of their own.
+# requirements, the verify role's platform table and audit exemptions, the node health thresholds of one
+# cross-host check are settings of their own.
 NOT_ALIASES = ("pytorch_wheelhouse", "triton_wheelhouse", "torch_domains_wheelhouse",
-               "triton_venv_build_requirements", "verify_platforms", "verify_venv_audit_exempt")
+               "triton_venv_build_requirements", "verify_platforms", "verify_venv_audit_exempt",
+               "xhost_node_health_spec")
 
 # The CUDA major of a PyTorch wheel index: .../whl/cu130 -> 13 (cuNNN: major and one minor digit).
 CUDA_TAG = re.compile(r"/cu([0-9]{2,3})(/|$)", re.ASCII)
