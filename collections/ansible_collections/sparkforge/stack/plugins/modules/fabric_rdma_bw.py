@@ -25,6 +25,8 @@ description:
   - C(judge) (on the controller) - every host's cabled ports judged against O(cable_checks)'s floor with the
     bandwidth measured on their cable (the twins' sum per direction); a direction that did not come back fails
     safe, a shortfall is named with the band's likely cause. Writes O(report_dir)/cluster-cables.json.
+author:
+  - sparkforge developers (@sparkforge)
 options:
   mode:
     description: What to do (see the description).
@@ -90,7 +92,9 @@ options:
 attributes:
   check_mode:
     support: partial
-    description: C(probe), C(plan) and C(judge) run; C(run) measures nothing in check mode (a test sends traffic).
+    description: Reads and plans in check mode.
+    details: C(probe), C(plan) and C(judge) run as in a real run; C(run) sends no traffic in check mode and returns no
+      results (the cluster play skips the rounds and the judgement in check mode).
   diff_mode:
     support: none
     description: Changes nothing on the host.
