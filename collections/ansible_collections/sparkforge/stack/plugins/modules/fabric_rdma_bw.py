@@ -24,7 +24,8 @@ description:
     retried until O(connect_timeout) while the server starts. An RDMA write moves data from client to server.
   - C(judge) (on the controller) - every host's cabled ports judged against O(cable_checks)'s floor with the
     bandwidth measured on their cable (the twins' sum per direction); a direction that did not come back fails
-    safe, a shortfall is named with the band's likely cause. Writes O(report_dir)/cluster-cables.json.
+    safe, a shortfall is named with the band's likely cause. Writes O(report_dir)/cluster-cables.json. After the
+    cross-host check, C(judge) with O(pairs) judges the cables ib_write_bw could not measure by the NCCL pair test.
 author:
   - sparkforge developers (@sparkforge)
 options:
@@ -83,6 +84,18 @@ options:
     type: list
     elements: str
     default: []
+  pair_cables:
+    description: C(plan)'s C(pair_cables) - the cables ib_write_bw could not measure; C(judge) mode, with O(pairs).
+    type: list
+    elements: dict
+    default: []
+  pairs:
+    description:
+      - The cross-host check's judged pairs (a, b, gbs), after the NCCL pair rounds. With them C(judge) also judges
+        O(pair_cables), each by its pair's best GB/s x 8 as one figure ("a <-> b (NCCL pair test)"); a cable whose
+        pair did not run fails safe. Absent - O(pair_cables) are not judged.
+    type: list
+    elements: dict
   cable_checks:
     description: The manifest's C(sparkforge_fabric_cable) (floor_gbps, bands, causes); C(judge) mode.
     type: dict
@@ -115,6 +128,11 @@ path:
 cables:
   description: C(plan) - the cables (name, a, b, twins); C(judge) - each cable's measured Gb/s per direction and its tests.
   returned: plan, judge
+  type: list
+  elements: dict
+pair_cables:
+  description: C(plan) - the cables with an end that has no ib_write_bw (the NCCL pair test measures them).
+  returned: plan
   type: list
   elements: dict
 rounds:
@@ -170,7 +188,8 @@ def plan(p):
     if (p["plan"] or {}).get("topology") == "switch":
         unmeasured.append("a switch: no cable joins two nodes; each port is judged from sysfs, its bandwidth by the "
                           "NCCL pair test")
-    return {"cables": measured, "rounds": rdma_bw.rounds(measured, p["tcp_port"]), "unmeasured": unmeasured}
+    return {"cables": measured, "rounds": rdma_bw.rounds(measured, p["tcp_port"]), "unmeasured": unmeasured,
+            "pair_cables": [c for c in cable_list if c not in measured]}
 
 
 def main():
@@ -190,6 +209,8 @@ def main():
             results=dict(type="list", elements="dict"),
             hosts=dict(type="list", elements="str"),
             unmeasured=dict(type="list", elements="str", default=[]),
+            pair_cables=dict(type="list", elements="dict", default=[]),
+            pairs=dict(type="list", elements="dict"),
             cable_checks=dict(type="dict"),
             report_dir=dict(type="path"),
         ),
@@ -212,7 +233,8 @@ def main():
         path = module.get_bin_path(p["command"], required=True)
         results = rdma_bw.run_role(path, p["role"], p["runs"], p["duration"], p["connect_timeout"])
         module.exit_json(changed=False, results=results)
-    out = rdma_bw.judge(p["cables"], p["results"], p["fabrics"], p["cable_checks"], p["hosts"])
+    out = rdma_bw.judge(p["cables"], p["results"], p["fabrics"], p["cable_checks"], p["hosts"],
+                        p["pair_cables"], p["pairs"])
     out["unmeasured"] = p["unmeasured"]
     report = None
     if p["report_dir"]:

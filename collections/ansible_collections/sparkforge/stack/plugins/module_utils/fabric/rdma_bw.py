@@ -232,6 +232,28 @@ def measurements(cable_list, client_results):
     return out
 
 
+def pair_direction(a, b):
+    return "%s <-> %s (NCCL pair test)" % (a, b)
+
+
+def pair_measurements(cable_list, pairs):
+    """{cable name: {"a <-> b (NCCL pair test)": Gb/s or None}} for cables ib_write_bw did not measure, from the
+    cross-host check's pair rounds (xhost's judged pairs: {a, b, gbs}): the pair's best GB/s over its sizes, x 8. A
+    pair round trip sends one way then the other, so its GB/s is one direction's rate. A cable whose pair did not
+    run is None (fails safe)."""
+    best = {}
+    for p in pairs or []:
+        key = frozenset((p.get("a"), p.get("b")))
+        if p.get("gbs") is not None and (key not in best or p["gbs"] > best[key]):
+            best[key] = p["gbs"]
+    out = {}
+    for c in cable_list:
+        gbs = best.get(frozenset((c["a"]["host"], c["b"]["host"])))
+        out[c["name"]] = {pair_direction(c["a"]["host"], c["b"]["host"]):
+                          round(gbs * 8, 2) if gbs is not None else None}
+    return out
+
+
 def port_measurements(cable_list, measured, host):
     """{port name: {direction: Gb/s}} for the host's ends of the measured cables."""
     out = {}
@@ -242,11 +264,15 @@ def port_measurements(cable_list, measured, host):
     return out
 
 
-def judge(cable_list, client_results, fabrics, spec, hosts):
-    """Every host's cabled ports judged by cable.cable_verdict with the bandwidth measured on the cable each one ends
-    (a port on no measured cable - a switch's, or no ib_write_bw at one end - is judged from sysfs alone). Returns
+def judge(cable_list, client_results, fabrics, spec, hosts, pair_cables=(), pairs=None):
+    """Every host's cabled ports judged by cable.cable_verdict with the bandwidth measured on the cable each one ends:
+    ib_write_bw's per direction for cable_list, the NCCL pair test's for pair_cables when pairs is given (the
+    cross-host check's judged pairs). A port on no measured cable (a switch's) is judged from sysfs alone. Returns
     {"cables": [{name, measured, tests}], "nodes": {host: cable.node_verdict}, "failed_hosts": [...]}."""
     measured = measurements(cable_list, client_results)
+    if pairs is not None:
+        measured.update(pair_measurements(pair_cables, pairs))
+        cable_list = list(cable_list) + list(pair_cables)
     tests = {}
     for r in client_results or []:
         tests.setdefault(r.get("cable"), []).append({"direction": r.get("direction"), "results": r.get("results")})

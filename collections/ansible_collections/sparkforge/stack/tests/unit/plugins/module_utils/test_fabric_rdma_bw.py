@@ -199,3 +199,21 @@ def test_a_direction_that_did_not_come_back_fails_safe_named(tmp_path, spec):
         "enp1s0f1np1: spark-a -> spark-b: no bandwidth measured (a test that did not come back fails); "
         "spark-b -> spark-a: no bandwidth measured (a test that did not come back fails)"]
     assert out["cables"][0]["tests"][0]["results"][1]["error"] == "no table"
+
+
+def test_without_ib_write_bw_the_nccl_pair_figure_judges_the_cable(tmp_path, spec):
+    cables, facts = direct(tmp_path)
+    # The pair rounds' judged pairs (xhost): the best size counts, GB/s x 8 is Gb/s.
+    pairs = [{"a": "spark-a", "b": "spark-b", "bytes": 67108864, "gbs": 14.1},
+             {"a": "spark-a", "b": "spark-b", "bytes": 268435456, "gbs": 14.9}]
+    out = rdma_bw.judge([], [], facts, spec, ["spark-a", "spark-b"], cables, pairs)
+    assert out["cables"][0]["measured"] == {"spark-a <-> spark-b (NCCL pair test)": 119.2}
+    assert out["nodes"]["spark-b"]["reasons"] == [
+        "enp1s0f1np1: spark-a <-> spark-b (NCCL pair test): 119.2 Gb/s, below the floor of 184 Gb/s "
+        "(a degraded cable link: reboot both ends)"]
+    healthy = rdma_bw.judge([], [], facts, spec, ["spark-a", "spark-b"], cables, [dict(pairs[1], gbs=24.4)])
+    assert healthy["failed_hosts"] == [] and healthy["cables"][0]["measured"] == {
+        "spark-a <-> spark-b (NCCL pair test)": 195.2}
+    # A pair that did not run fails safe; without the pairs (before the check) the cable is judged from sysfs only.
+    assert rdma_bw.judge([], [], facts, spec, ["spark-a"], cables, [])["failed_hosts"] == ["spark-a"]
+    assert rdma_bw.judge([], [], facts, spec, ["spark-a"], cables)["failed_hosts"] == []

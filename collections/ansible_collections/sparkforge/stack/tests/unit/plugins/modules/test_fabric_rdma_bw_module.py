@@ -3,7 +3,7 @@ them (roles/cluster_fabric/tasks/rdma_bw.yml) on two stand-in DGX Spark trees ca
 stand-in ib_write_bw (tests/fixtures/perftest) or names its absence, plan gives two rounds (one per direction), run
 has the server and the client of each round exchange over loopback at the rate the test sets, and judge writes
 cluster-cables.json - a 13 Gb/s direction failing both nodes with "degraded ConnectX-7 initialisation". A cable with
-no ib_write_bw at an end is named as left to the NCCL pair test; check mode sends no traffic."""
+no ib_write_bw at an end is named and returned as left to the NCCL pair test; check mode sends no traffic."""
 
 import importlib.util
 import json
@@ -51,6 +51,7 @@ def test_probe_plan_run_judge_names_a_slow_direction(tmp_path):
     assert rc == 0 and unmeasured["rounds"] == [] and unmeasured["unmeasured"] == [
         "spark-a:enp1s0f1np1 - spark-b:enp1s0f1np1: no %s on spark-b (install perftest): the NCCL pair test "
         "measures it" % STAND_IN], unmeasured
+    assert [c["name"] for c in unmeasured["pair_cables"]] == ["spark-a:enp1s0f1np1 - spark-b:enp1s0f1np1"]
     plan, rc = run_module("fabric_rdma_bw", dict(args, probes=dict((h, STAND_IN) for h in HOSTS)))
     assert rc == 0 and [r["tests"][0]["direction"] for r in plan["rounds"]] == ["spark-a -> spark-b",
                                                                               "spark-b -> spark-a"], plan
