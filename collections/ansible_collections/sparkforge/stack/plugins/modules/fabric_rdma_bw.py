@@ -126,7 +126,8 @@ path:
   returned: probe
   type: str
 cables:
-  description: C(plan) - the cables (name, a, b, twins); C(judge) - each cable's measured Gb/s per direction and its tests.
+  description: C(plan) - the cables (name, a, b, twins); C(judge) - each cable's measured Gb/s per direction and its
+    tests.
   returned: plan, judge
   type: list
   elements: dict
@@ -180,9 +181,13 @@ def plan(p):
     measured, unmeasured = [], []
     for c in cable_list:
         missing = [c[end]["host"] for end in ("a", "b") if not probes.get(c[end]["host"])]
+        unaddressed = sorted(set(t[end]["host"] for t in c["twins"] for end in ("a", "b") if not t[end]["address"]))
         if missing:
             unmeasured.append("%s: no %s on %s (install perftest): the NCCL pair test measures it"
                               % (c["name"], p["command"], ", ".join(missing)))
+        elif unaddressed:
+            unmeasured.append("%s: no fabric address on %s for ib_write_bw to reach: the NCCL pair test measures it"
+                              % (c["name"], ", ".join(unaddressed)))
         else:
             measured.append(c)
     if (p["plan"] or {}).get("topology") == "switch":

@@ -52,6 +52,13 @@ def test_probe_plan_run_judge_names_a_slow_direction(tmp_path):
         "spark-a:enp1s0f1np1 - spark-b:enp1s0f1np1: no %s on spark-b (install perftest): the NCCL pair test "
         "measures it" % STAND_IN], unmeasured
     assert [c["name"] for c in unmeasured["pair_cables"]] == ["spark-a:enp1s0f1np1 - spark-b:enp1s0f1np1"]
+    link_local = plan_of()
+    link_local["hosts"]["spark-b"]["address"] = None
+    probes = dict((h, STAND_IN) for h in HOSTS)
+    unaddressed, rc = run_module("fabric_rdma_bw", dict(args, plan=link_local, probes=probes))
+    assert rc == 0 and unaddressed["unmeasured"] == [
+        "spark-a:enp1s0f1np1 - spark-b:enp1s0f1np1: no fabric address on spark-b for ib_write_bw to reach: the NCCL "
+        "pair test measures it"] and len(unaddressed["pair_cables"]) == 1, unaddressed
     plan, rc = run_module("fabric_rdma_bw", dict(args, probes=dict((h, STAND_IN) for h in HOSTS)))
     assert rc == 0 and [r["tests"][0]["direction"] for r in plan["rounds"]] == ["spark-a -> spark-b",
                                                                               "spark-b -> spark-a"], plan
@@ -60,7 +67,8 @@ def test_probe_plan_run_judge_names_a_slow_direction(tmp_path):
         test = rnd["tests"][0]
         run = {"mode": "run", "command": STAND_IN, "runs": test["runs"], "duration": 1}
         served = {}
-        server = threading.Thread(target=lambda: served.update(r=run_module("fabric_rdma_bw", dict(run, role="server"))))
+        server = threading.Thread(
+            target=lambda: served.update(r=run_module("fabric_rdma_bw", dict(run, role="server"))))
         server.start()
         client, rc = run_module("fabric_rdma_bw", dict(run, role="client"), env={"SPARKFORGE_IB_WRITE_BW_GBPS": gbps})
         server.join()
