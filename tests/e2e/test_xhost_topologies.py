@@ -31,7 +31,9 @@ has no systemd-networkd; that module's docstring says what is real and what stan
   container's four fabric interfaces named after its ports' twins, plus the management port enP7s7 (the default
   route; gloo bootstraps over it as the ring's NCCL does). After the run every node reaches its two neighbours on
   each cable's two subnets (an ICMP echo from its own address, the route over the named interface); ``ping`` is not
-  in the image, so the echo is a Python ICMP datagram socket.
+  in the image, so the echo is a Python ICMP datagram socket. With perftest's stand-in ib_write_bw
+  (tests/fixtures/perftest) on PATH, each cable is measured both ways over its two subnets before the collectives,
+  in six rounds, and cluster-cables.json holds each cable's figures and each node's pass.
 """
 
 import ipaddress
@@ -58,6 +60,8 @@ ODD_TORCH = "2.12.1+cpu"
 # A Spark's ports by twin (domain 0000, then 0002): port 0's and port 1's netdevs.
 PORT0 = ("enp1s0f0np0", "enP2p1s0f0np0")
 PORT1 = ("enp1s0f1np1", "enP2p1s0f1np1")
+IB_WRITE_BW = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures", "perftest",
+                           "ib_write_bw")
 
 # The pairs, the collective and their thresholds: small, so eight hosts on two cores run them in seconds.
 ACCEPTANCE = {
@@ -280,8 +284,9 @@ def ring(torch_dir, tmp_path_factory):
             create_network(name, subnet=net, gateway=net.network_address + 254, internal=True)
             networks[a].append("%s:interface_name=%s,ip=%s" % (name, a_if, plan[a][a_if]))
             networks[b].append("%s:interface_name=%s,ip=%s" % (name, b_if, plan[b][b_if]))
-        specs = dict((names[h], (networks[h], ["%s:/opt/xtorch:ro" % torch_dir] + stand_in_tree(root, h, "spark",
-                                                                                                 cabled="both")))
+        # perftest's stand-in on PATH: each cable's bandwidth test runs over the cable's own subnets.
+        specs = dict((names[h], (networks[h], ["%s:/opt/xtorch:ro" % torch_dir, "%s:/usr/local/bin/ib_write_bw:ro"
+                                               % IB_WRITE_BW] + stand_in_tree(root, h, "spark", cabled="both")))
                      for h in RING)
         start_hosts(specs)
         # The management names resolve as a site's DNS would (podman's CNI here has no DNS plugin): gloo's
@@ -293,7 +298,8 @@ def ring(torch_dir, tmp_path_factory):
         reports = root / "reports"
         reports.mkdir()
         group = common_vars(root, reports)
-        group.update(cluster_fabric_topology="ring", cluster_fabric_mode="static", cluster_fabric_subnet=pool)
+        group.update(cluster_fabric_topology="ring", cluster_fabric_mode="static", cluster_fabric_subnet=pool,
+                     cluster_fabric_rdma_bw_duration=1)
         hosts = dict((h, {"ansible_connection": CONNECTION, "ansible_host": names[h],
                           "ansible_python_interpreter": "/usr/bin/python3"}) for h in RING)
         checkout = user_checkout(root)
@@ -342,6 +348,14 @@ def test_a_ring_of_three_check_then_run_then_the_cabling_then_a_rerun(ring):
             src, dst = ring["plan"][me][my_if], ring["plan"][peer][peer_if]
             rc, text = sh(ring, me, "ip route get %s from %s; python3 -c '%s' %s %s" % (dst, src, ECHO, src, dst))
             assert rc == 0 and " dev %s " % my_if in text and "echo reply from %s" % dst in text, (net, me, text)
+    # Each cable measured both ways before the collectives, both twins at once over its two subnets (the stand-in's
+    # 97.6 Gb/s each), and every node's cables judged against the floor.
+    cables = json.loads((ring["reports"] / "cluster-cables.json").read_text())
+    assert [(c["name"], sorted(c["measured"].values())) for c in cables["cables"]] == [
+        ("%s:%s - %s:%s" % (a, PORT0[0], b, PORT1[0]), [195.2, 195.2]) for a, b in (("r1", "r2"), ("r2", "r3"),
+                                                                                   ("r3", "r1"))], cables
+    assert cables["unmeasured"] == [] and cables["failed_hosts"] == [], cables
+    assert [len(cables["nodes"][h]["cables"]) for h in RING] == [2, 2, 2], cables["nodes"]
     summary = json.loads((ring["reports"] / "xhost.json").read_text())
     assert summary["passed"] and summary["hosts"] == RING, summary.get("verdict")
     assert sorted((p["a"], p["b"]) for p in summary["judged"]["pairs"]) == [("r1", "r2"), ("r1", "r3"), ("r2", "r3")]

@@ -134,7 +134,7 @@ RUNS = [
     pytest.param("playbooks/rollback.yml", ["V06", "N08", "V20"], id="rollback-two"),
     pytest.param("playbooks/rollback.yml", ["V08", "V10", "V21"], id="rollback-float"),
     pytest.param("playbooks/status.yml", ["V07", "P14", "N02"], id="status"),
-    pytest.param("playbooks/cluster.yml", ["V11", "V13", "V14", "N07", "V23"], id="cluster"),
+    pytest.param("playbooks/cluster.yml", ["V11", "V13", "V14", "N07", "V23", "V48", "V49"], id="cluster"),
     pytest.param("playbooks/xhost.yml", ["V16", "V17", "N09", "V09"], id="xhost"),
     pytest.param("playbooks/bundle.yml", ["P10", "P02", "P12"], id="bundle"),
 ]

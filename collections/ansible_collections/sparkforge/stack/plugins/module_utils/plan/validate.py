@@ -140,6 +140,9 @@ RULES = {
     # As fabric_netplan's confirm_timeout: 0 is "no timer" (test_validate_schemas.py compares the two).
     "cluster_fabric_confirm_timeout": {"min": 0, "max": 3600},
     "cluster_fabric_slots": {"min": 1, "max": 1024},
+    # ib_write_bw -D per direction, and the first of one TCP port per twin (fabric_rdma_bw checks the same).
+    "cluster_fabric_rdma_bw_duration": {"min": 1, "max": 60},
+    "cluster_fabric_rdma_bw_port": {"min": 1, "max": 65527},
     "cuda_libs_cache_valid_time": {"min": 0, "max": 31536000},
     "llvm_apt_cache_valid_time": {"min": 0, "max": 31536000},
     "triton_apt_cache_valid_time": {"min": 0, "max": 31536000},
