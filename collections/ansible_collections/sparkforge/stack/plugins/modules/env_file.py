@@ -103,8 +103,9 @@ def main():
     result = dict(path=path, created_dir=created_dir, changed=changed,
                   diff=dict(before=before or "", after=text, before_header=path, after_header=path))
     if changed and not module.check_mode:
-        # The directory too, when missing; readers never see half a file.
-        atomic_write_text(path, text)
+        # The directory too, when missing; readers never see half a file.  Written 0600: O(mode) may be
+        # symbolic, so set_mode_if_different below gives the file its mode, never wider than asked meanwhile.
+        atomic_write_text(path, text, 0o600)
     if not module.check_mode or not changed:
         # The mode is part of the state: set it even when the text was already right.
         result["changed"] = module.set_mode_if_different(path, module.params["mode"], result["changed"]) \

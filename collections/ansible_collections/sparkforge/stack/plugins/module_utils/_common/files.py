@@ -11,6 +11,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import contextlib
 import errno
 import hashlib
 import json
@@ -27,40 +28,51 @@ def makedirs(path, mode=0o755):
             raise
 
 
-def atomic_write_text(path, text):
+@contextlib.contextmanager
+def atomic_file(path, mode=0o644, prefix=None, suffix=""):
+    """A binary handle whose bytes become ``path`` only when the block ends without an error.
+
+    The collection's one atomic write: a temporary file in the same directory (same file system, so the
+    rename is atomic), flushed and fsynced, given ``mode``, then renamed over ``path``.  A reader sees the
+    old file or the new one, never half; on any failure the old file is untouched and the temporary file
+    is removed.  ``prefix``/``suffix`` name the temporary file (default ``.<name>.``) for a sweeper that
+    removes ones a killed run left.
+    """
     directory = os.path.dirname(path) or "."
     makedirs(directory)
-    fd, tmp = tempfile.mkstemp(prefix=".%s." % os.path.basename(path), dir=directory)
+    fd, tmp = tempfile.mkstemp(prefix=prefix or ".%s." % os.path.basename(path), suffix=suffix, dir=directory)
     try:
-        with os.fdopen(fd, "w") as handle:
-            handle.write(text)
+        with os.fdopen(fd, "wb") as handle:
+            yield handle
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, mode)
         os.replace(tmp, path)
-    except Exception:
+    except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def atomic_write_bytes(path, data, mode=0o644):
+    """Replace ``path`` by ``data`` atomically (see atomic_file), with ``mode``."""
+    with atomic_file(path, mode) as handle:
+        handle.write(data)
+
+
+def atomic_write_text(path, text, mode=0o644):
+    """Replace ``path`` by ``text`` (UTF-8) atomically (see atomic_file), with ``mode``."""
+    atomic_write_bytes(path, text.encode("utf-8"), mode)
 
 
 def atomic_publish(src, dest_dir, name=None):
-    """Copy ``src`` into ``dest_dir`` so that the final name appears only when whole.
+    """Copy ``src`` into ``dest_dir`` so that the final name appears only when whole (mode 0644).
 
-    The copy goes to a hidden temporary name in the same directory (same file
-    system), is flushed, then renamed over the final name.
+    The temporary name is ``.partial-*.tmp`` (triton_job sweeps those a killed run left).
     """
-    makedirs(dest_dir)
     final = os.path.join(dest_dir, name or os.path.basename(src))
-    fd, tmp = tempfile.mkstemp(prefix=".partial-", suffix=".tmp", dir=dest_dir)
-    try:
-        with os.fdopen(fd, "wb") as out, open(src, "rb") as inp:
-            shutil.copyfileobj(inp, out, 1024 * 1024)
-            out.flush()
-            os.fsync(out.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, final)
-    except Exception:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    with atomic_file(final, 0o644, prefix=".partial-", suffix=".tmp") as out, open(src, "rb") as inp:
+        shutil.copyfileobj(inp, out, 1024 * 1024)
     return final
 
 

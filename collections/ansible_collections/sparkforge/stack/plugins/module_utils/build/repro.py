@@ -34,11 +34,10 @@ import hashlib
 import os
 import re
 import subprocess
-import tempfile
 import time
 import zipfile
 
-from ansible_collections.sparkforge.stack.plugins.module_utils._common.files import sha256_file
+from ansible_collections.sparkforge.stack.plugins.module_utils._common.files import atomic_file, sha256_file
 from ansible_collections.sparkforge.stack.plugins.module_utils.cuda.fatbin import FatbinError, elf_sections
 
 # Part of every build's cache key: a change to what normalize_wheel writes must not reuse old wheels.
@@ -144,42 +143,34 @@ def normalize_wheel(src, dest, epoch):
     fixed, and the time every entry now carries."""
     stamp = zip_time(epoch)
     nvcc_names = 0
-    directory = os.path.dirname(os.path.abspath(dest))
-    fd, tmp = tempfile.mkstemp(prefix=".normalize-", suffix=".tmp", dir=directory)
-    os.close(fd)
-    try:
-        with _open_wheel(src) as archive, zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as out:
-            infos = dict((i.filename, i) for i in archive.infolist() if not i.filename.endswith("/"))
-            dist_info = _dist_info(infos)
-            record = dist_info + "/RECORD"
-            names = [n for n in _order(infos, dist_info) if not n.startswith(record + ".")]
-            lines = []
+    # The archive is closed (its directory written) before atomic_file syncs and renames it over dest.
+    with atomic_file(os.path.abspath(dest), 0o644, prefix=".normalize-", suffix=".tmp") as handle, \
+            _open_wheel(src) as archive, zipfile.ZipFile(handle, "w", zipfile.ZIP_DEFLATED) as out:
+        infos = dict((i.filename, i) for i in archive.infolist() if not i.filename.endswith("/"))
+        dist_info = _dist_info(infos)
+        record = dist_info + "/RECORD"
+        names = [n for n in _order(infos, dist_info) if not n.startswith(record + ".")]
+        lines = []
 
-            def put(name, data, mode):
-                info = zipfile.ZipInfo(name, date_time=stamp)
-                info.compress_type = zipfile.ZIP_DEFLATED
-                info.create_system = 3  # unix, so the mode bits are read
-                info.external_attr = (0o100000 | mode) << 16
-                out.writestr(info, data, compresslevel=COMPRESS_LEVEL)
+        def put(name, data, mode):
+            info = zipfile.ZipInfo(name, date_time=stamp)
+            info.compress_type = zipfile.ZIP_DEFLATED
+            info.create_system = 3  # unix, so the mode bits are read
+            info.external_attr = (0o100000 | mode) << 16
+            out.writestr(info, data, compresslevel=COMPRESS_LEVEL)
 
-            for name in names:
-                if name == record:
-                    continue
-                data = archive.read(name)
-                if data[:4] == ELF_MAGIC:
-                    data, count = NVCC_TMP.subn(NVCC_TMP_FIXED, data)
-                    nvcc_names += count
-                mode = (infos[name].external_attr >> 16) & 0o111
-                put(name, data, 0o755 if mode else 0o644)
-                lines.append("%s,%s,%d" % (name, _record_hash(data), len(data)))
-            lines.append("%s,," % record)
-            put(record, ("\n".join(lines) + "\n").encode("utf-8"), 0o644)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, dest)
-    except Exception:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+        for name in names:
+            if name == record:
+                continue
+            data = archive.read(name)
+            if data[:4] == ELF_MAGIC:
+                data, count = NVCC_TMP.subn(NVCC_TMP_FIXED, data)
+                nvcc_names += count
+            mode = (infos[name].external_attr >> 16) & 0o111
+            put(name, data, 0o755 if mode else 0o644)
+            lines.append("%s,%s,%d" % (name, _record_hash(data), len(data)))
+        lines.append("%s,," % record)
+        put(record, ("\n".join(lines) + "\n").encode("utf-8"), 0o644)
     return {"members": len(names), "nvcc_names": nvcc_names,
             "date_time": "%04d-%02d-%02dT%02d:%02d:%02dZ" % stamp}
 

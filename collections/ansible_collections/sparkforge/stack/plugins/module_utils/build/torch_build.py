@@ -546,11 +546,9 @@ def apply_edit(src, edit, fix_name="edit"):
     for path, _found in plan:
         with open(path) as handle:
             text = handle.read()
-        mode = os.stat(path).st_mode & 0o7777
-        # Aside and renamed: a run killed here leaves the old text or the new, never half a file.  The temp
-        # file is made 0600, so the source file's mode (an executable script stays one) is put back.
-        atomic_write_text(path, text.replace(edit["old"], edit["new"]))
-        os.chmod(path, mode)
+        # Aside and renamed: a run killed here leaves the old text or the new, never half a file; the
+        # source file's mode goes with it (an executable script stays one).
+        atomic_write_text(path, text.replace(edit["old"], edit["new"]), os.stat(path).st_mode & 0o7777)
     return [os.path.relpath(p, src) for p, _f in plan]
 
 

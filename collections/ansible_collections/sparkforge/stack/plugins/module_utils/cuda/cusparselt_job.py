@@ -24,7 +24,7 @@ import tempfile
 import time
 
 from ansible_collections.sparkforge.stack.plugins.module_utils.cuda import cusparselt as cl
-from ansible_collections.sparkforge.stack.plugins.module_utils._common.files import sha256_file
+from ansible_collections.sparkforge.stack.plugins.module_utils._common.files import atomic_write_text, sha256_file
 from ansible_collections.sparkforge.stack.plugins.module_utils.cuda.cusparselt import CusparseltError
 from ansible_collections.sparkforge.stack.plugins.module_utils._common.job import Job, JobError, Plan, output_tail
 
@@ -170,15 +170,6 @@ def _cmdline(pid):
 def _read(path):
     with open(path) as handle:
         return handle.read()
-
-
-def _write_atomic(path, text, mode=0o644):
-    directory = os.path.dirname(path)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".sparkforge-")
-    with os.fdopen(fd, "w") as handle:
-        handle.write(text)
-    os.chmod(tmp, mode)
-    os.rename(tmp, path)
 
 
 def _same_file(left, right):
@@ -481,13 +472,13 @@ def apply_present(runner, ctx, state):
     srcs = source_files(uri)
     if not srcs:
         path = cl.source_file_for(version, distro)
-        _write_atomic(path, cl.one_line_source(uri, keyring_dst))
+        atomic_write_text(path, cl.one_line_source(uri, keyring_dst))
         srcs = [path]
     for path in srcs:
         fmt = cl.source_format(path)
         text, changed = cl.ensure_signed_by(_read(path), fmt, uri, keyring_dst)
         if changed:
-            _write_atomic(path, text)
+            atomic_write_text(path, text)
     if needs_update:
         for path in srcs:
             runner.apt_get(["-o", "Dir::Etc::sourcelist=%s" % path, "-o", "Dir::Etc::sourceparts=-",
@@ -500,7 +491,7 @@ def apply_present(runner, ctx, state):
     lib_dir = os.path.dirname(paths["library"]) if paths.get("library") else None
     runner.cmd(["ldconfig"], "ldconfig")
     if lib_dir and not cl.ldconfig_has(ldconfig_output(runner), lib_dir):
-        _write_atomic(ldconf, lib_dir + "\n")
+        atomic_write_text(ldconf, lib_dir + "\n")
         runner.actions.append("add %s to the linker path in %s" % (lib_dir, ldconf))
         runner.cmd(["ldconfig"], "ldconfig")
     after_files = [p for p in [keyring_dst, rdir, ldconf] + srcs if p and os.path.exists(p)]

@@ -13,6 +13,7 @@ import ipaddress
 import os
 import subprocess
 
+from ansible_collections.sparkforge.stack.plugins.module_utils._common.files import atomic_write_text
 from ansible_collections.sparkforge.stack.plugins.module_utils.fabric import fabric
 
 MODES = ("static", "link-local")
@@ -221,22 +222,13 @@ def read_text(path):
         return None
 
 
-def _write_file(path, text, mode=0o600):
-    tmp = path + ".sparkforge-tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-    with os.fdopen(fd, "w") as handle:
-        handle.write(text)
-    os.chmod(tmp, mode)
-    os.rename(tmp, path)
-
-
 def restore(path, before):
     """Put the drop-in back as it was: its old text, or no file."""
     if before is None:
         if os.path.exists(path):
             os.unlink(path)
     else:
-        _write_file(path, before)
+        atomic_write_text(path, before, 0o600)
 
 
 def apply_with_revert(path, text, run, generate_cmd, apply_cmd, checks):
@@ -253,7 +245,7 @@ def apply_with_revert(path, text, run, generate_cmd, apply_cmd, checks):
     directory = os.path.dirname(path)
     if not os.path.isdir(directory):
         os.makedirs(directory, 0o755)
-    _write_file(path, text)
+    atomic_write_text(path, text, 0o600)
     for step, argv in (("generate", generate_cmd), ("apply", apply_cmd)):
         if not argv:
             continue
@@ -304,7 +296,7 @@ def arm_revert(path, before, timeout, apply_cmd, python):
     """Like `netplan try`: unless confirm() runs within timeout seconds (from a new connection),
     a detached process puts the old drop-in back and applies it. Returns the pending marker's path."""
     pending = path + PENDING_SUFFIX
-    _write_file(pending, ("ABSENT\n" if before is None else "PRESENT\n" + before))
+    atomic_write_text(pending, ("ABSENT\n" if before is None else "PRESENT\n" + before), 0o600)
     subprocess.Popen([python, "-c", REVERTER, path, pending, str(timeout)] + list(apply_cmd or []),
                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                      start_new_session=True, close_fds=True)

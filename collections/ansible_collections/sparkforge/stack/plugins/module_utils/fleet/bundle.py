@@ -41,6 +41,7 @@ except ImportError:  # pragma: no cover - Python 2
     from urlparse import urljoin, urlparse
 
 from ansible_collections.sparkforge.stack.plugins.module_utils._common.files import (
+    atomic_write_bytes,
     atomic_write_text,
     makedirs,
     sha256_file,
@@ -270,13 +271,7 @@ class Maker:
         return item
 
     def write(self, rel, data):
-        path = os.path.join(self.root, rel)
-        makedirs(os.path.dirname(path))
-        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".part-")
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.chmod(tmp, 0o644)
-        os.rename(tmp, path)
+        atomic_write_bytes(os.path.join(self.root, rel), data)
 
     def file(self, url, rel, kind, target, sha256=None):
         """Bring ``url`` to ``rel``; with ``sha256``, refuse anything else."""

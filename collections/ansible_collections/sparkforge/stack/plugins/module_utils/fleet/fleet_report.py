@@ -15,6 +15,8 @@ import datetime
 import json
 import os
 
+from ansible_collections.sparkforge.stack.plugins.module_utils._common.files import atomic_write_text
+
 STOPPED = "stopped in preflight or unreachable"
 
 
@@ -141,11 +143,7 @@ def write(report_dir, summary, now=None):
     """Write fleet-summary.json and append the run to fleet-history.jsonl; returns the paths."""
     os.makedirs(report_dir, mode=0o755, exist_ok=True)
     path = os.path.join(report_dir, "fleet-summary.json")
-    tmp = path + ".tmp"
-    with open(tmp, "w") as handle:
-        handle.write(json.dumps(summary, indent=4, sort_keys=True) + "\n")
-    os.chmod(tmp, 0o644)
-    os.rename(tmp, path)
+    atomic_write_text(path, json.dumps(summary, indent=4, sort_keys=True) + "\n")
     now = now or datetime.datetime.now(datetime.timezone.utc)
     history = os.path.join(report_dir, "fleet-history.jsonl")
     with open(history, "a") as handle:

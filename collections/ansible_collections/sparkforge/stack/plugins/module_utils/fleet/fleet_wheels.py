@@ -289,11 +289,7 @@ def install_argv(python, directory, wheels, extra_args=""):
 
 def write_record(path, installed):
     """Write the record atomically (a reader sees the old or the new one, never half)."""
-    tmp = path + ".tmp"
-    with open(tmp, "w") as handle:
-        handle.write(json.dumps(installed, indent=4, sort_keys=True) + "\n")
-    os.chmod(tmp, 0o644)
-    os.rename(tmp, path)
+    atomic_write_text(path, json.dumps(installed, indent=4, sort_keys=True) + "\n")
 
 
 # Run by the venv's Python: each distribution's installed version ('' when absent) and, when torch

@@ -25,6 +25,7 @@ from ansible_collections.sparkforge.stack.plugins.module_utils.cuda import fatbi
 from ansible_collections.sparkforge.stack.plugins.module_utils.verify import gpu_clocks, png_chart
 from ansible_collections.sparkforge.stack.plugins.module_utils.verify import torch_check_script
 from ansible_collections.sparkforge.stack.plugins.module_utils._common.clock import utc_now
+from ansible_collections.sparkforge.stack.plugins.module_utils._common.files import atomic_write_text
 
 # The functional check groups: the script's @check functions, in the order they run.
 CHECK_GROUPS = torch_check_script.check_groups()
@@ -473,10 +474,7 @@ def write_reports(report, directory, basename="verify"):
     paths = report_paths(directory, basename)
     for key, text in (("json", json.dumps(report, indent=1, sort_keys=True) + "\n"),
                       ("markdown", render_markdown(report))):
-        tmp = paths[key] + ".tmp"
-        with open(tmp, "w") as handle:
-            handle.write(text)
-        os.rename(tmp, paths[key])
+        atomic_write_text(paths[key], text)
     renderer = render_png(report, paths["png"])
     if (report.get("collectives") or {}).get("bandwidth"):
         paths["collectives_png"] = os.path.join(directory, basename + "-collectives.png")
