@@ -17,7 +17,7 @@ def test_a_live_lock_is_refused_and_a_stale_one_taken_over_and_released(tmp_path
     lock.write_text(json.dumps(other))
     refused, _ = playbook(host, "--tags", "preflight")
     assert refused.returncode != 0, refused.stdout[-3000:]
-    assert "another run holds the lock %s: ansible-playbook PID 4242 on ctl-other, started 2025-11-28 20:00:00 UTC " \
+    assert "another run holds the lock %s: ansible-playbook PID 4242 on ctl-other, started 2025-11-28T20:00:00Z " \
            "(run other-run)" % lock in refused.stdout, refused.stdout[-3000:]
     assert json.loads(lock.read_text()) == other, "the refused run touched the lock"
 

@@ -151,12 +151,11 @@ summary:
 import copy
 import json
 import os
-import time
 
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.sparkforge.stack.plugins.module_utils.verify import torch_acceptance as ta
-from ansible_collections.sparkforge.stack.plugins.module_utils._common.clock import utc_now
+from ansible_collections.sparkforge.stack.plugins.module_utils._common.clock import utc_file_stamp, utc_now
 from ansible_collections.sparkforge.stack.plugins.module_utils._common.files import atomic_write_text, makedirs
 
 
@@ -239,7 +238,7 @@ def main():
     else:
         log_dir = p["log_dir"] or os.path.join(os.path.dirname(os.path.abspath(p["source_dir"])), "acceptance")
         makedirs(log_dir)
-        log_path = os.path.join(log_dir, "acceptance-%s.log" % time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()))
+        log_path = os.path.join(log_dir, "acceptance-%s.log" % utc_file_stamp())
         env = dict(os.environ)
         env.update(extra_env)
         records = []

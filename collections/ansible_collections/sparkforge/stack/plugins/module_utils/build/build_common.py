@@ -32,6 +32,7 @@ import re
 import subprocess
 import time
 
+from ansible_collections.sparkforge.stack.plugins.module_utils._common.clock import utc_now
 from ansible_collections.sparkforge.stack.plugins.module_utils._common.job import JobError
 from ansible_collections.sparkforge.stack.plugins.module_utils._common.files import (
     atomic_write_text,
@@ -144,7 +145,7 @@ class BuildLock:
             os.close(fd)
             raise BuildLocked(self.path, holder)
         os.ftruncate(fd, 0)
-        os.write(fd, ("pid %d since %s" % (os.getpid(), time.strftime("%Y-%m-%dT%H:%M:%S"))).encode())
+        os.write(fd, ("pid %d since %s" % (os.getpid(), utc_now())).encode())
         self._fd = fd
         return self
 
@@ -191,7 +192,7 @@ class StatusFile:
             self.state["percent"] = round(100.0 * self.state["done"] / self.state["total"], 1)
         now = self._clock()
         self.state["elapsed_s"] = round(now - self.started, 1)
-        self.state["updated_at"] = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(now))
+        self.state["updated_at"] = utc_now(now)
         # Ninja can finish hundreds of edges a second: write at most twice a second.
         if force or now - self._last_write >= 0.5:
             atomic_write_text(self.path, json.dumps(self.state, indent=1, sort_keys=True) + "\n")
@@ -237,7 +238,7 @@ def run_logged(cmd, log_path, phase, status=None, cwd=None, env=None, tail_lines
         status.phase(phase)
     with open(log_path, "ab") as log:
         log.write(("\n=== phase %s: %s (cwd %s) at %s ===\n" % (
-            phase, " ".join(cmd), cwd or os.getcwd(), time.strftime("%Y-%m-%dT%H:%M:%S"))).encode())
+            phase, " ".join(cmd), cwd or os.getcwd(), utc_now())).encode())
         log.flush()
         proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         for raw in iter(proc.stdout.readline, b""):

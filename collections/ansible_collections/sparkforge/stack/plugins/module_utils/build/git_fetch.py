@@ -16,8 +16,8 @@ __metaclass__ = type
 
 import os
 import subprocess
-import time
 
+from ansible_collections.sparkforge.stack.plugins.module_utils._common.clock import utc_now
 from ansible_collections.sparkforge.stack.plugins.module_utils.build.build_common import BuildFailed, run_logged
 from ansible_collections.sparkforge.stack.plugins.module_utils._common.files import makedirs
 
@@ -35,7 +35,7 @@ def _git(args, cwd, env=None):
 def _note(log_path, text):
     makedirs(os.path.dirname(log_path) or ".")
     with open(log_path, "a") as handle:
-        handle.write("\n=== %s: %s ===\n" % (time.strftime("%Y-%m-%dT%H:%M:%S"), text))
+        handle.write("\n=== %s: %s ===\n" % (utc_now(), text))
 
 
 def has_commit(dest, commit):

@@ -23,6 +23,7 @@ import platform
 import shutil
 import time
 
+from ansible_collections.sparkforge.stack.plugins.module_utils._common.clock import utc_now
 from ansible_collections.sparkforge.stack.plugins.module_utils.build.build_common import (
     JobError,
     BuildFailed,
@@ -321,9 +322,8 @@ class TorchWheelJob(Job):
                 "fix_definitions": dict((n, fixes_data[n]) for n in fix_names),
                 "patches": patches, "toolchain": plan["toolchain"], "python": plan["py_version"], "jobs": plan["jobs"],
                 "jobs_why": plan["jobs_why"], "platform_class": p["platform_class"], "machine": plan["machine"],
-                "pairing": plan["pairing"], "build_host": platform.node(), "started": time.strftime(
-                    "%Y-%m-%dT%H:%M:%S", time.localtime(started)),
-                "finished": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(finished)),
+                "pairing": plan["pairing"], "build_host": platform.node(), "started": utc_now(started),
+                "finished": utc_now(finished),
                 "duration_s": round(finished - started, 1), "log": log_path,
                 "reproducible": built["reproducible"],
             }

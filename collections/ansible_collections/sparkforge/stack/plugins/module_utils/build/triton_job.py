@@ -25,6 +25,7 @@ import shutil
 import sys
 import time
 
+from ansible_collections.sparkforge.stack.plugins.module_utils._common.clock import utc_file_stamp, utc_now
 from ansible_collections.sparkforge.stack.plugins.module_utils.build.build_common import (
     BuildFailed,
     BuildLock,
@@ -295,7 +296,7 @@ class TritonLlvmJob(Job):
     def build_and_publish(self, plan, fail):
         makedirs(os.path.join(self.work_dir, "logs"))
         self.log = os.path.join(self.work_dir, "logs", "build-%s-%s.log" % (
-            time.strftime("%Y%m%d-%H%M%S"), self.triton_key[:12]))
+            utc_file_stamp(), self.triton_key[:12]))
         status = StatusFile(self.status_path, "triton_llvm_build", log_path=self.log)
         status.update(plan=plan)
         makedirs(self.wheel_dir)
@@ -373,7 +374,7 @@ class TritonLlvmJob(Job):
             "wheel": name, "sha256": digest, "cache_key": self.triton_key, "llvm_cache_key": self.llvm_key,
             "triton_commit": self.source.commit, "triton_version": version, "llvm_commit": self.llvm_commit,
             "llvm_prefix": self.llvm_prefix, "log": log,
-            "built_at": time.strftime("%Y-%m-%dT%H:%M:%S"), "inputs": self.inputs,
+            "built_at": utc_now(), "inputs": self.inputs,
         }
         atomic_write_text(tb.record_path(self.wheel_dir, name), json.dumps(record, indent=1, sort_keys=True) + "\n")
         return built, published, record
@@ -419,7 +420,7 @@ class TritonLlvmJob(Job):
                  "inputs": tb.llvm_key_inputs(self.llvm_commit, p["llvm_projects"], p["llvm_targets"],
                                               p["build_type"], p["assertions"], self.inputs["compiler"],
                                               p["llvm_cmake_args"]),
-                 "built_at": time.strftime("%Y-%m-%dT%H:%M:%S")}
+                 "built_at": utc_now()}
         atomic_write_text(stamp_path, json.dumps(stamp, indent=1, sort_keys=True) + "\n")
 
 

@@ -11,10 +11,10 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import datetime
 import json
 import os
 
+from ansible_collections.sparkforge.stack.plugins.module_utils._common.clock import utc_now
 from ansible_collections.sparkforge.stack.plugins.module_utils._common.files import atomic_write_text
 
 STOPPED = "stopped in preflight or unreachable"
@@ -140,12 +140,12 @@ def render_markdown(fleet):
 
 
 def write(report_dir, summary, now=None):
-    """Write fleet-summary.json and append the run to fleet-history.jsonl; returns the paths."""
+    """Write fleet-summary.json and append the run to fleet-history.jsonl (stamped ``now``, a utc_now()
+    text, default the present); returns the paths."""
     os.makedirs(report_dir, mode=0o755, exist_ok=True)
     path = os.path.join(report_dir, "fleet-summary.json")
     atomic_write_text(path, json.dumps(summary, indent=4, sort_keys=True) + "\n")
-    now = now or datetime.datetime.now(datetime.timezone.utc)
     history = os.path.join(report_dir, "fleet-history.jsonl")
     with open(history, "a") as handle:
-        handle.write(json.dumps({"at": now.isoformat(), "check": False, "hosts": summary}, sort_keys=True) + "\n")
+        handle.write(json.dumps({"at": now or utc_now(), "check": False, "hosts": summary}, sort_keys=True) + "\n")
     return [path, history]

@@ -28,6 +28,7 @@ import json
 import os
 import time
 
+from ansible_collections.sparkforge.stack.plugins.module_utils._common.clock import utc_now
 from ansible_collections.sparkforge.stack.plugins.module_utils._common.files import makedirs
 from ansible_collections.sparkforge.stack.plugins.module_utils._common.job import Job, JobError, Plan
 
@@ -57,7 +58,7 @@ def read_lock(path):
 def describe(holder):
     return "ansible-playbook PID %s on %s, started %s (run %s)" % (
         holder["pid"], holder["controller"],
-        time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(float(holder["started"]))), holder["run_id"])
+        utc_now(float(holder["started"])), holder["run_id"])
 
 
 def stale_reason(holder, owner, live_runs, lease, now):

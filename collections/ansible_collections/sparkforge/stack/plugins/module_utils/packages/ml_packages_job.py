@@ -24,6 +24,7 @@ import shutil
 import tempfile
 import time
 
+from ansible_collections.sparkforge.stack.plugins.module_utils._common.clock import utc_now
 from ansible_collections.sparkforge.stack.plugins.module_utils.packages import heavy_build
 from ansible_collections.sparkforge.stack.plugins.module_utils.packages import ml_gpu
 from ansible_collections.sparkforge.stack.plugins.module_utils.packages import ml_packages as mp
@@ -59,7 +60,7 @@ class Pip:
         if self.log_dir and log_name:
             path = os.path.join(self.log_dir, log_name + ".log")
             with open(path, "a") as handle:
-                handle.write("\n=== %s at %s (rc %d) ===\n%s" % (" ".join(cmd), time.strftime("%Y-%m-%dT%H:%M:%S"), rc, text))
+                handle.write("\n=== %s at %s (rc %d) ===\n%s" % (" ".join(cmd), utc_now(), rc, text))
         return rc, text
 
     def inspect(self):

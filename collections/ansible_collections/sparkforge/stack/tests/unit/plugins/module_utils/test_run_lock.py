@@ -60,7 +60,7 @@ def test_a_live_holder_is_named_and_a_check_run_takes_nothing(tmp_path):
     for check_mode in (True, False):
         with pytest.raises(JobError) as refused:
             _job(path, _owner(200), {"100": STARTED, "200": STARTED}, check_mode=check_mode).run()
-        assert "PID 100 on ctl-a, started 2025-11-28 20:00:00 UTC (run ctl-a-100)" in refused.value.msg, \
+        assert "PID 100 on ctl-a, started 2025-11-28T20:00:00Z (run ctl-a-100)" in refused.value.msg, \
             refused.value.msg
     assert read_lock(str(path))["pid"] == 100
     # Releasing: only the holder removes it.
