@@ -1,9 +1,11 @@
 # -*- coding: utf-8 -*-
 # Copyright: sparkforge developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-# Kept whole: its natural cut, the arch list plan (parse_arch_list..select_fixes) apart from the build's
-# environment and source fixes (build_env..apply_all), is the code issue 45 item 1 (the arch list decided
-# once) replaces with the plan's one parser; moving it to a file of its own first would move code about to go.
+# Kept whole: one PyTorch release's source build, in the order torch_job plans it: the release and the arch
+# list it can build (the names are cuda/arch.py's since issue 45 item 1; left here is the releases' data,
+# arch_min_version and traps), the fixes that list needs, the environment and key, then those fixes applied.
+# The cut at build_env would part trap_decisions/select_fixes, which pick sparkforge_torch_fixes entries by
+# name, from fix_fingerprint/apply_all, which read the same entries.
 """PyTorch source builds: what to build and with which environment.
 
 Plain functions (no Ansible imports) used by the ``pytorch_wheel_build``
