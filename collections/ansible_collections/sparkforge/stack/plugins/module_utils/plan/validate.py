@@ -89,6 +89,7 @@ RULES = {
     "preflight_min_python": {"kind": "version"},
     "preflight_min_driver_blackwell": {"kind": "version_or_int"},
     "sparkforge_cuda_major": {"min": 11, "max": 20},
+    "sparkforge_cuda_minor": {"kind": "version"},
     # A minute to thirty days: shorter would take over the lock of a run still going on another controller.
     "sparkforge_lock_lease": {"min": 60, "max": 2592000},
     "sparkforge_cuda_arch_list": {"kind": "arch_list", "empty": True},

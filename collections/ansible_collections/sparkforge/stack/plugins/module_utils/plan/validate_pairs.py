@@ -9,9 +9,9 @@ values, before any host is read.
   (their defaults are ``{{ sparkforge_* }}``).  Two spellings the user set with different values are
   refused, naming both; one role spelling set alone becomes the input's value (``one_source``, published
   by preflight as the sparkforge_* variable), so the plan and every role read one value.
-* ``PAIRINGS``: values that state one fact (the CUDA major: a number, a torch index's cuNNN, a versioned
-  CUDA install's directory) in different variables; every one stated must agree, whether set by the user or
-  left at the manifest's default.
+* ``PAIRINGS``: values that state one fact (the CUDA major: a number, the CUDA libraries' release, a torch
+  index's cuNNN, a versioned CUDA install's directory) in different variables; every one stated must agree,
+  whether set by the user or left at the manifest's default.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -73,6 +73,15 @@ def cuda_of_home(path):
     return int(match.group(1)) if match else None
 
 
+# The CUDA major of a CUDA release (sparkforge_cuda_minor): 13.0 -> 13.
+CUDA_RELEASE = re.compile(r"^([0-9]+)(\.[0-9]+)+$", re.ASCII)
+
+
+def cuda_of_release(value):
+    match = CUDA_RELEASE.match(str(value if value is not None else "").strip())
+    return int(match.group(1)) if match else None
+
+
 def cuda_of_number(value):
     text = str(value if value is not None else "").strip()
     return int(text) if text.isdigit() and text.isascii() else None
@@ -82,6 +91,7 @@ def cuda_of_number(value):
 # state it (an index without a cuNNN, an empty cusparselt_cuda_major) is left out.
 PAIRINGS = {
     "CUDA major": (("sparkforge_cuda_major", cuda_of_number),
+                   ("sparkforge_cuda_minor", cuda_of_release),
                    ("sparkforge_torch_index_url", cuda_of_index),
                    ("sparkforge_ml_pytorch_index_url", cuda_of_index),
                    ("cusparselt_cuda_major", cuda_of_number),

@@ -112,6 +112,21 @@ def test_v25_a_cuda_major_that_disagrees_with_the_torch_index_is_refused_naming_
     assert "pytorch_index_url='https://download.pytorch.org/whl/cu126' says CUDA major 12" in errors[0]["message"]
 
 
+def test_the_cuda_libraries_release_must_name_the_cuda_major():
+    # sparkforge_cuda_minor (cuda.yml: the math libraries' packages and paths) states the major too.
+    errors = cross_errors({"sparkforge_cuda_major": 13, "sparkforge_cuda_minor": "12.9"})
+    assert [e["message"] for e in errors] == [
+        "sparkforge_cuda_major: sparkforge_cuda_major=13 (int) says CUDA major 13 but sparkforge_cuda_minor='12.9' "
+        "says CUDA major 12: they must agree; set both for one CUDA (e.g. sparkforge_cuda_major: 13 with the index "
+        ".../whl/cu130)"]
+    assert cross_errors({"sparkforge_cuda_major": 13, "sparkforge_cuda_minor": "13.0"}) == []
+    assert cross_errors({"sparkforge_cuda_major": 12, "sparkforge_cuda_minor": "12.9",
+                         "sparkforge_torch_index_url": "https://download.pytorch.org/whl/cu129"}) == []
+    # The manifest's own pair agrees.
+    assert cross_errors({"sparkforge_cuda_major": MANIFEST["sparkforge_cuda_major"],
+                         "sparkforge_cuda_minor": MANIFEST["sparkforge_cuda_minor"]}) == []
+
+
 def test_v43_a_versioned_cuda_home_that_disagrees_with_the_cuda_major_is_refused():
     errors = cross_errors({"sparkforge_cuda_major": 13, "sparkforge_cuda_home": "/usr/local/cuda-12.8"})
     assert [e["message"] for e in errors] == [row("V43")]
