@@ -12,6 +12,7 @@ import base64
 import hashlib
 import json
 import os
+import re
 import time
 
 import pytest
@@ -53,6 +54,8 @@ def test_run_result_summary(full_run):
     assert result.exit_code() == api.EXIT_UNREACHABLE
     assert result.duration_s > 0
     assert result.run_id and result.playbook == SITE and result.inventory == INVENTORY
+    # The run id is UTC, like every timestamp the collection writes, and says so.
+    assert re.fullmatch(r"\d{8}T\d{6}-\d{6}Z", result.run_id), result.run_id
     # The whole result is plain data.
     data = json.loads(json.dumps(result.to_dict()))
     assert data["hosts"]["broken"]["state"] == "failed"

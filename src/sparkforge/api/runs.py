@@ -24,8 +24,9 @@ from .results import RunResult
 
 
 def _run_id():
-    """Sortable and unique enough for one controller: local time to the microsecond."""
-    return datetime.datetime.now().strftime("%Y%m%dT%H%M%S-%f")
+    """Sortable and unique enough for one controller: UTC to the microsecond, marked Z (local time would sort
+    wrongly across a clock change and differ from the collection's timestamps, which are all UTC)."""
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%S-%fZ")
 
 
 def _load_extravars_file(path):
