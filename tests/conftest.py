@@ -5,6 +5,8 @@ import sys
 import time
 import uuid
 
+import pytest
+
 TESTS = os.path.dirname(os.path.abspath(__file__))
 # The tests by kind (tests/integration, tests/e2e, the collection's tests/unit/plugins/modules) import the
 # helpers, readme, testbed and fixtures of this folder, and a few import a sibling test's helpers by module
@@ -33,6 +35,14 @@ os.environ.setdefault("ANSIBLE_CALLBACK_PLUGINS", os.path.join(os.path.dirname(o
 os.environ.setdefault("ANSIBLE_CALLBACKS_ENABLED", "ansiballz_shared")
 os.environ.setdefault("SPARKFORGE_TEST_ANSIBALLZ_CACHE", os.path.join(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))), ".cache", "ansiballz"))
+
+
+@pytest.fixture(scope="session")
+def manifest():
+    """The version manifest merged once (helpers.shared_manifest), the collection's unit tests' fixture of the
+    same name: shared, so a test that changes it works on copy.deepcopy(manifest)."""
+    from helpers import shared_manifest
+    return shared_manifest()
 
 
 def suite_playbooks(session=None):
@@ -93,8 +103,9 @@ STARTS_CONTAINERS = re.compile(r"\b(image_present|start_containers?|start_hosts?
                                r"testbed\.(up|restore))\b")
 # The test bed's modules the quick lane keeps: the journey's first stages are its check-mode matrix.
 QUICK_TESTBED = {"test_journey"}
+# test_collection_alone runs the collection's unit tests again, from a copy (about 2.5 minutes here).
 FULL = {"test_pytorch_roles", "test_ml_packages_module", "test_reproducible", "test_run_lock_local",
-        "test_venv_interrupted"}
+        "test_venv_interrupted", "test_collection_alone"}
 
 
 @functools.lru_cache(maxsize=None)
@@ -105,7 +116,6 @@ def starts_containers(path):
 
 
 def pytest_collection_modifyitems(config, items):
-    import pytest
 
     for item in items:
         module = item.module.__name__.rsplit(".", 1)[-1]

@@ -1,38 +1,29 @@
-"""Helpers shared by the integration tests (tests/) and the collection's unit tests.
+"""Helpers shared by the integration tests (tests/) and the checkout's module tests.
 
-``run_module`` runs one of the collection's modules for real, the way Ansible
-does on a target (a child Python process reading ANSIBLE_MODULE_ARGS), without
-a playbook: fast, and the module under test is the real file.
+``run_module`` (a module run as Ansible runs it on a target), the collection's paths and ``load_manifest`` have
+one home, the collection's own unit-test harness (tests/unit/utils/harness.py in the collection, which needs no
+checkout); they are re-exported here.  What is left here needs this checkout: its fixtures, the test bed,
+molecule's fake nvidia-smi.
 """
 
-import glob
 import hashlib
 import json
 import os
 import shutil
 import subprocess
 import sys
-import tempfile
-
-import yaml
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-COLLECTIONS = os.path.join(REPO, "collections")
-COLLECTION = os.path.join(COLLECTIONS, "ansible_collections", "sparkforge", "stack")
-MODULES = os.path.join(COLLECTION, "plugins", "modules")
-MANIFEST_DIR = os.path.join(COLLECTION, "roles", "manifest", "defaults", "main")
+# Importable outside pytest too (scripts/test's prefetch, bench/), where pyproject's pythonpath is not applied.
+if os.path.join(REPO, "collections") not in sys.path:
+    sys.path.insert(0, os.path.join(REPO, "collections"))
+
+from ansible_collections.sparkforge.stack.tests.unit.utils.harness import (  # noqa: E402,F401 (re-exported)
+    COLLECTION, COLLECTIONS, MANIFEST_DIR, MODULES, load_manifest, run_module, shared_manifest)
+
 # How Ansible reaches a test-bed container: the podman connection, pipelined (tests/plugins/connection).
 CONNECTION = "testbed_podman"
 CONNECTION_PLUGINS = os.path.join(REPO, "tests", "plugins", "connection")
-
-
-def load_manifest():
-    """Every file of the stack's version manifest, merged (what the roles see)."""
-    data = {}
-    for path in sorted(glob.glob(os.path.join(MANIFEST_DIR, "*.yml"))):
-        with open(path) as handle:
-            data.update(yaml.safe_load(handle) or {})
-    return data
 
 
 SMI = os.path.join(REPO, "molecule", "shared", "files", "fake-nvidia-smi")
@@ -109,39 +100,6 @@ def remove_containers(names):
                        stderr=subprocess.DEVNULL, timeout=300)
 
 
-def run_module(name, args, check_mode=False, diff=False, env=None, timeout=600, python=None):
-    """Run plugins/modules/<name>.py with ``args``; return (result_dict, returncode).
-
-    The result carries ``failed``/``msg`` as Ansible would show them.
-    """
-    payload = dict(args)
-    payload["_ansible_check_mode"] = check_mode
-    payload["_ansible_diff"] = diff
-    payload.setdefault("_ansible_tmpdir", tempfile.gettempdir())
-    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as handle:
-        json.dump({"ANSIBLE_MODULE_ARGS": payload}, handle)
-        args_file = handle.name
-    child_env = dict(os.environ)
-    child_env["PYTHONPATH"] = os.pathsep.join([COLLECTIONS] + [p for p in [child_env.get("PYTHONPATH")] if p])
-    if env:
-        child_env.update(env)
-    try:
-        proc = subprocess.run(
-            [python or sys.executable, os.path.join(MODULES, name + ".py"), args_file],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=child_env, timeout=timeout,
-            universal_newlines=True,
-        )
-    finally:
-        os.unlink(args_file)
-    try:
-        result = json.loads(proc.stdout.strip().splitlines()[-1]) if proc.stdout.strip() else {}
-    except ValueError:
-        result = {"failed": True, "msg": "module printed no JSON", "stdout": proc.stdout}
-    if proc.stderr:
-        result.setdefault("_stderr", proc.stderr)
-    return result, proc.returncode
-
-
 def user_checkout(root):
     """A stand-in for the checkout of the README and the guides, where its commands run as written: this repository's
     playbooks, collections, library and ansible.cfg (links), ``.venv`` this Python's environment, and an
@@ -167,7 +125,6 @@ def user_shell(checkout, line, timeout=900):
     """Run one line of the README or a guide with bash in ``checkout``, as a user would; stdout and stderr together."""
     return subprocess.run(["bash", "-c", line], cwd=checkout, env=user_env(checkout), stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, universal_newlines=True, timeout=timeout, check=False)
-
 
 
 def setup_keeps(venv):

@@ -61,7 +61,7 @@ GPUS = {"a1": GB10, "b1": GH200, "a2": GB10, "b2": GH200}
 CUDA = os.path.realpath("/usr/local/cuda")
 HEAVY = os.access(os.path.join(CUDA, "bin", "nvcc"), os.X_OK)
 CUDAEXT = "sparkforge-cudaext"
-# The fixture's interface in the manifest's gpu_build form (helpers.cudaext_entry, as collections/ansible_collections/sparkforge/stack/tests/unit/plugins/modules/test_ml_packages_module.py).
+# The fixture's interface in the manifest's gpu_build form (helpers.cudaext_entry, as tests/integration/test_ml_packages_module.py).
 CUDAEXT_ENTRY = cudaext_entry(optional=False, cuda_home="/usr/local/cuda")
 BROKEN = "libtorchvision_fixture.so: undefined symbol: _ZN3c104impl8GPUTrace (built on purpose)"
 

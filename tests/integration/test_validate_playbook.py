@@ -13,7 +13,7 @@ import yaml
 from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 
-from ansible_collections.sparkforge.stack.tests.unit.plugins.module_utils.schema_strategies import NAMES, bad_values
+from schema_strategies import NAMES, bad_values
 from ansible_collections.sparkforge.stack.plugins.module_utils._common import path_rules
 from helpers import REPO
 from test_check_mode_local import BIN, TORCH_ONLY, make_host, playbook, snapshot, watched

@@ -25,7 +25,7 @@ from ansible_collections.sparkforge.stack.plugins.module_utils.plan.validate imp
 
 # The input (as the plan and the manifest name it) -> the role variables that spell it too.  The roles'
 # defaults chain them (pytorch_version: "{{ sparkforge_torch_version }}");
-# tests/unit/plugins/module_utils/test_validate_pairs.py derives the pairs from the defaults and checks this
+# the checkout's tests/integration/test_validate_pairs.py derives the pairs from the defaults and checks this
 # table holds every one (but NOT_ALIASES).
 ALIASES = {
     "sparkforge_torch_version": ("pytorch_version", "torch_domains_version", "triton_torch_version"),

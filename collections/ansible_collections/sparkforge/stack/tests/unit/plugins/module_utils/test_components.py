@@ -84,9 +84,8 @@ def test_preflight_derives_its_components_from_validate():
     assert preflight.COMPONENTS is validate.COMPONENTS
 
 
-def test_the_manifest_default_provisions_every_component_in_order():
-    defaults = _load("roles", "manifest", "defaults", "main", "stack.yml")
-    assert defaults["sparkforge_components"] == list(validate.COMPONENTS)
+def test_the_manifest_default_provisions_every_component_in_order(manifest):
+    assert manifest["sparkforge_components"] == list(validate.COMPONENTS)
 
 
 def test_the_plays_gate_each_component_in_the_order_of_the_list():

@@ -12,21 +12,16 @@ import os
 import sys
 
 import pytest
-import yaml
 
 from ansible_collections.sparkforge.stack.plugins.module_utils.fabric import cable, fabric
 
 sys.path.insert(0, os.path.dirname(__file__))
 import fabric_trees  # noqa: E402  pylint: disable=wrong-import-position
 
-MANIFEST = os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", "roles", "manifest", "defaults", "main",
-                        "fabric.yml")
-
 
 @pytest.fixture(scope="module")
-def spec():
-    with open(MANIFEST) as handle:
-        return yaml.safe_load(handle)["sparkforge_fabric_cable"]
+def spec(manifest):
+    return manifest["sparkforge_fabric_cable"]
 
 
 def port_of(root, name="enp1s0f1np1"):

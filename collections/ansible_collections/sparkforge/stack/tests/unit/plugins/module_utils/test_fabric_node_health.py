@@ -12,13 +12,11 @@ import copy
 import os
 
 import pytest
-import yaml
 
 from ansible_collections.sparkforge.stack.plugins.module_utils.fabric import acceptance, node_health
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIX = os.path.join(HERE, "..", "..", "fixtures", "node_health")
-MANIFEST = os.path.join(HERE, "..", "..", "..", "..", "roles", "manifest", "defaults", "main", "fabric.yml")
 
 
 def text(name):
@@ -27,9 +25,8 @@ def text(name):
 
 
 @pytest.fixture(scope="module")
-def spec():
-    with open(MANIFEST) as handle:
-        return yaml.safe_load(handle)["sparkforge_node_health"]
+def spec(manifest):
+    return manifest["sparkforge_node_health"]
 
 
 def test_the_driver_flavour_and_version_from_the_version_file():

@@ -17,15 +17,12 @@ from ansible_collections.sparkforge.stack.plugins.module_utils.plan import valid
 
 sys.path.insert(0, os.path.dirname(__file__))
 import fabric_trees  # noqa: E402  pylint: disable=wrong-import-position
-
-MANIFEST = os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", "roles", "manifest", "defaults", "main",
-                        "fabric.yml")
+from ansible_collections.sparkforge.stack.tests.unit.utils.harness import COLLECTION  # noqa: E402  pylint: disable=wrong-import-position
 
 
 @pytest.fixture(scope="module")
-def data():
-    with open(MANIFEST) as handle:
-        return yaml.safe_load(handle)["sparkforge_fabric_topologies"]
+def data(manifest):
+    return manifest["sparkforge_fabric_topologies"]
 
 
 def cluster(tmp_path, n, **per_host):
@@ -254,8 +251,7 @@ def test_an_unknown_topology_is_refused(tmp_path, data, row):
     message = "cluster_fabric_topology: 'mesh' is not one of auto, direct, ring, switch"
     assert row and topology.resolve("mesh", names(2), {}, data) == (None, [message])
     # The preflight's validator says the same from the role's argument_specs, before any task.
-    with open(os.path.join(os.path.dirname(MANIFEST), "..", "..", "..", "cluster_fabric", "meta",
-                           "argument_specs.yml")) as handle:
+    with open(os.path.join(COLLECTION, "roles", "cluster_fabric", "meta", "argument_specs.yml")) as handle:
         specs = validate.specs_from_argument_specs([yaml.safe_load(handle)])
     assert message in str(validate.check({"cluster_fabric_topology": "mesh"}, specs))
 

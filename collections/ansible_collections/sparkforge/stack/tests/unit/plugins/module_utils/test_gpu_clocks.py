@@ -15,9 +15,9 @@ import copy
 import json
 import os
 
-import yaml
 
 from ansible_collections.sparkforge.stack.plugins.module_utils.verify import gpu_clocks, png_chart, torch_checks
+from ansible_collections.sparkforge.stack.tests.unit.utils.harness import shared_manifest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 COLLECTION = os.path.abspath(os.path.join(HERE, "..", "..", "..", ".."))
@@ -27,8 +27,7 @@ INFO = REC["info"]
 
 
 def _platforms():
-    with open(os.path.join(COLLECTION, "roles", "manifest", "defaults", "main", "platforms.yml")) as handle:
-        return yaml.safe_load(handle)["sparkforge_gpu_platforms"]
+    return copy.deepcopy(shared_manifest()["sparkforge_gpu_platforms"])
 
 
 def _gemm(tflops, samples, spread=0.02, name="bf16 8192x8192x8192", key="bf16"):

@@ -14,7 +14,6 @@ import io
 import os
 import shutil
 import subprocess
-import sys
 import tarfile
 import zipfile
 
@@ -24,11 +23,6 @@ from ansible_collections.sparkforge.stack.plugins.module_utils.packages import g
 from ansible_collections.sparkforge.stack.plugins.module_utils.packages import heavy_build as hb
 from ansible_collections.sparkforge.stack.plugins.module_utils.packages import ml_packages as mp
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.abspath(os.path.join(HERE, *([os.pardir] * 8)))
-sys.path.insert(0, os.path.join(REPO, "tests"))
-
-from helpers import load_manifest  # noqa: E402
 
 NVCC = os.environ.get("SPARKFORGE_NVCC", "/usr/local/cuda/bin/nvcc")
 needs_nvcc = pytest.mark.skipif(not os.access(NVCC, os.X_OK), reason="CUDA's nvcc is not installed at " + NVCC)
@@ -36,8 +30,8 @@ HEAVY = ("xformers", "flash-attn", "causal-conv1d", "deepspeed")
 
 
 @pytest.fixture(scope="module")
-def matrix():
-    return load_manifest()["sparkforge_ml_packages"]
+def matrix(manifest):
+    return manifest["sparkforge_ml_packages"]
 
 
 def test_parse_arch_list_forms_and_errors():
@@ -124,33 +118,6 @@ def test_bad_gpu_build_entries_are_refused_by_name(matrix):
     with pytest.raises(mp.MatrixError, match="gpu_build.checked is empty"):
         mp.resolve(bad, {}, {}, {"arch": "x86_64", "platform_class": "hopper", "cuda_major": 13},
                    packages=["causal-conv1d"])
-
-
-def _fixture_sdist(tmp_path):
-    project = tmp_path / "sparkforge_cudaext-1.0"
-    shutil.copytree(os.path.join(REPO, "tests", "fixtures", "ml_packages", "cudaext"), str(project))
-    archive = str(tmp_path / "sparkforge_cudaext-1.0.tar.gz")
-    with tarfile.open(archive, "w:gz") as tar:
-        tar.add(str(project), arcname="sparkforge_cudaext-1.0")
-    shutil.rmtree(str(project))
-    return archive
-
-
-def test_manifest_fix_pattern_removes_every_gencode_pair(tmp_path, matrix):
-    """The manifest's causal-conv1d pattern on a setup.py that hard-codes pairs the same way."""
-    fix = dict(matrix["causal-conv1d"]["gpu_build"]["fixes"][0])
-    project = hb.unpack_sdist(_fixture_sdist(tmp_path), str(tmp_path / "src"))
-    assert os.path.basename(project) == "sparkforge_cudaext-1.0"
-    with pytest.raises(hb.HeavyBuildError, match=r"matched 2 time\(s\), the checked release has 9: the file changed"):
-        hb.apply_fixes(project, [fix], "causal-conv1d")
-    fix["count"] = 2
-    assert hb.apply_fixes(project, [fix], "causal-conv1d")[0]["replaced"] == 2
-    with open(os.path.join(project, "setup.py")) as handle:
-        text = handle.read()
-    assert 'cc_flag.append("-gencode")' not in text and 'cc_flag.append("arch=' not in text
-    compile(text, "setup.py", "exec")
-    with pytest.raises(hb.HeavyBuildError, match="the sdist has no CMakeLists.txt"):
-        hb.apply_fixes(project, [dict(fix, file="CMakeLists.txt")], "causal-conv1d")
 
 
 def test_unpack_sdist_refuses_members_outside(tmp_path):
@@ -322,6 +289,6 @@ def test_venv_audit_per_distribution(tmp_path):
     assert "oldpkg is unsupported on 9.0 by its fat binaries, exempt: kernels outside fat binaries" in exempted["notes"]
 
 
-def test_manifest_exempts_only_with_a_reason():
-    exempt = load_manifest()["sparkforge_venv_audit_exempt"]
+def test_manifest_exempts_only_with_a_reason(manifest):
+    exempt = manifest["sparkforge_venv_audit_exempt"]
     assert exempt and all(isinstance(v, str) and "measured" in v for v in exempt.values())

@@ -3,28 +3,14 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import json
-import os
-import sys
 
 import pytest
 
 from ansible_collections.sparkforge.stack.plugins.module_utils.packages import ml_packages as mp
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.abspath(os.path.join(HERE, *([os.pardir] * 8), "tests")))
-
-from helpers import load_manifest  # noqa: E402
-
 SPARK = {"arch": "aarch64", "platform_class": "dgx_spark", "cuda_major": 13}
 GH200 = {"arch": "aarch64", "platform_class": "gh200", "cuda_major": 13}
 X86 = {"arch": "x86_64", "platform_class": "hopper", "cuda_major": 13}
-
-
-@pytest.fixture(scope="module")
-def manifest():
-    data = load_manifest()
-    # Variables inside the data are Jinja; the unit tests only need them to be strings.
-    return data
 
 
 def plan_for(manifest, platform, **kwargs):

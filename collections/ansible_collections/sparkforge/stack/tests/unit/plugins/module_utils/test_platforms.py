@@ -6,23 +6,16 @@ __metaclass__ = type
 import os
 
 import pytest
-import yaml
 
 from ansible_collections.sparkforge.stack.plugins.module_utils.host import platforms as p
 from ansible_collections.sparkforge.stack.plugins.module_utils.verify import torch_checks
+from ansible_collections.sparkforge.stack.tests.unit.utils.harness import FIXTURES, shared_manifest
 
-FIXTURES = os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", "..", "..", "..", "..", "tests", "fixtures")
 SMI = os.path.join(FIXTURES, "nvidia-smi")
-MANIFEST = os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", "roles", "manifest", "defaults", "main")
-
-
-def _manifest(name):
-    with open(os.path.join(MANIFEST, name)) as handle:
-        return yaml.safe_load(handle)
 
 
 # The GPU table: platforms.yml's rows, the one place that maps a GPU to its class.
-TABLE = _manifest("platforms.yml")["sparkforge_gpu_platforms"]
+TABLE = shared_manifest()["sparkforge_gpu_platforms"]
 
 GB10 = (
     "index, name, compute_cap, driver_version, memory.total [MiB], uuid, pci.bus_id\n"
@@ -130,7 +123,7 @@ def test_a_table_that_cannot_classify_is_refused(table, message):
 
 def test_every_class_the_manifest_names_is_a_class_of_the_gpu_table():
     classes = set(row["class"] for row in TABLE.values())
-    torch = _manifest("torch.yml")
+    torch = shared_manifest()
     named = set(torch["sparkforge_torch_arch_defaults"]) - {"none"}
     for release in torch["sparkforge_torch_releases"].values():
         named.update(release.get("good_for") or [])

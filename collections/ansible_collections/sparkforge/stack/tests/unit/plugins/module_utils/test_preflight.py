@@ -4,23 +4,17 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import copy
-import glob
 import os
 
 import pytest
-import yaml
 
 from ansible_collections.sparkforge.stack.plugins.module_utils.plan import preflight as pf
-
-MANIFEST_DIR = os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", "roles", "manifest", "defaults", "main")
+from ansible_collections.sparkforge.stack.tests.unit.utils.harness import shared_manifest
 
 
 def manifest():
-    data = {}
-    for path in sorted(glob.glob(os.path.join(MANIFEST_DIR, "*.yml"))):
-        with open(path) as handle:
-            data.update(yaml.safe_load(handle) or {})
-    return data
+    # A copy: the tests change it, and build_plan is given it as a module is given its arguments.
+    return copy.deepcopy(shared_manifest())
 
 
 def spark_facts(driver="580.95.05"):

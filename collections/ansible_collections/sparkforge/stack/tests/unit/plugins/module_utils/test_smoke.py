@@ -10,6 +10,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import copy
 import os
 import sys
 
@@ -18,11 +19,8 @@ import pytest
 from ansible_collections.sparkforge.stack.plugins.module_utils._common.job import LocalSystem
 from ansible_collections.sparkforge.stack.plugins.module_utils.packages import ml_packages as mp
 from ansible_collections.sparkforge.stack.plugins.module_utils.packages import smoke
+from ansible_collections.sparkforge.stack.tests.unit.utils.harness import shared_manifest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.path.abspath(os.path.join(HERE, *([os.pardir] * 8))), "tests"))
-
-from helpers import load_manifest  # noqa: E402
 
 SPEC = {"import": "json", "op": "one op", "code": "got = want = None\n", "rtol": 1e-5, "atol": 1e-6}
 
@@ -37,7 +35,7 @@ def _torch(tmp_path, gpu):
 
 
 def test_every_smoke_test_of_the_matrix_is_valid_and_covers_the_gpu_builds():
-    matrix = load_manifest()["sparkforge_ml_packages"]
+    matrix = copy.deepcopy(shared_manifest()["sparkforge_ml_packages"])
     tested = dict((name, smoke.validate(name, entry["smoke"])) for name, entry in matrix.items() if entry.get("smoke"))
     assert {"deepspeed", "causal-conv1d"} <= set(tested)
     assert "torch.optim.AdamW" in tested["deepspeed"]["code"] and "FusedAdam" in tested["deepspeed"]["op"]
@@ -86,7 +84,7 @@ def test_verify_runs_the_smoke_test_of_each_installed_package_only(tmp_path):
     (site / "torch" / "lib").mkdir(parents=True)
     (site / "deepspeed-0.19.8.dist-info").mkdir()
     params = dict((name, spec.get("default")) for name, spec in ARGUMENT_SPEC.items())
-    params.update(python=sys.executable, smoke_matrix=load_manifest()["sparkforge_ml_packages"])
+    params.update(python=sys.executable, smoke_matrix=copy.deepcopy(shared_manifest()["sparkforge_ml_packages"]))
     results = VerifyJob(params, None).smoke_tests({"torch_lib_dir": str(site / "torch" / "lib")},
                                                   _torch(tmp_path, False))
     # causal-conv1d has a smoke test too, but is not installed: only deepspeed's runs, skipped without a GPU.

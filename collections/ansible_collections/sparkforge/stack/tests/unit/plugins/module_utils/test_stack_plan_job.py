@@ -7,21 +7,19 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import glob
+import copy
 import os
 import sys
 
 import pytest
-import yaml
 
 from ansible_collections.sparkforge.stack.plugins.module_utils._common.job import JobError
 from ansible_collections.sparkforge.stack.plugins.module_utils.plan.stack_plan_job import ARCHS_READ, StackPlanJob
+from ansible_collections.sparkforge.stack.tests.unit.utils.harness import shared_manifest
 
 sys.path.insert(0, os.path.dirname(__file__))
 from fake_system import FakeSystem  # noqa: E402  pylint: disable=wrong-import-position
 
-MANIFEST_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "..",
-                            "roles", "manifest", "defaults", "main")
 SPARK = {"gpus": [{"index": 0, "name": "NVIDIA GB10", "compute_capability": "12.1", "sm": "sm_121",
                    "driver_version": "580.95.05", "memory_mib": 97871, "uuid": "GPU-x", "platform_class": "dgx_spark"}],
          "compute_capabilities": ["12.1"], "sm_archs": ["sm_121"], "platform_class": "dgx_spark",
@@ -39,11 +37,8 @@ MIRROR = "https://mirror.example"
 
 
 def manifest():
-    data = {}
-    for path in sorted(glob.glob(os.path.join(MANIFEST_DIR, "*.yml"))):
-        with open(path) as handle:
-            data.update(yaml.safe_load(handle) or {})
-    return data
+    # A copy: the job under test is given it, as a module is given its arguments.
+    return copy.deepcopy(shared_manifest())
 
 
 def params(**more):

@@ -3,31 +3,17 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import copy
 import os
 import subprocess
 
 import pytest
 
-import glob
-
-import yaml
-
 from ansible_collections.sparkforge.stack.plugins.module_utils.build import torch_build as tb
 from ansible_collections.sparkforge.stack.plugins.module_utils.build.build_common import GIB, JobError
+from ansible_collections.sparkforge.stack.tests.unit.utils.harness import shared_manifest
 
-MANIFEST_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "..",
-                            "roles", "manifest", "defaults", "main")
-
-
-def load_manifest():
-    data = {}
-    for path in sorted(glob.glob(os.path.join(MANIFEST_DIR, "*.yml"))):
-        with open(path) as handle:
-            data.update(yaml.safe_load(handle) or {})
-    return data
-
-
-M = load_manifest()
+M = copy.deepcopy(shared_manifest())  # this module's tables are handed to the code under test
 RELEASES = M["sparkforge_torch_releases"]
 DATA = {
     "arch_min_version": M["sparkforge_torch_arch_min_version"],

@@ -14,9 +14,9 @@ import os
 import sys
 
 import pytest
-import yaml
 
 from ansible_collections.sparkforge.stack.plugins.module_utils.verify import png_chart, torch_checks
+from ansible_collections.sparkforge.stack.tests.unit.utils.harness import shared_manifest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 COLLECTION = os.path.abspath(os.path.join(HERE, "..", "..", "..", ".."))
@@ -24,8 +24,7 @@ FIXTURES = os.path.join(COLLECTION, "tests", "unit", "fixtures", "verify")
 
 
 def _platforms():
-    with open(os.path.join(COLLECTION, "roles", "manifest", "defaults", "main", "platforms.yml")) as handle:
-        return yaml.safe_load(handle)["sparkforge_gpu_platforms"]
+    return copy.deepcopy(shared_manifest()["sparkforge_gpu_platforms"])
 
 
 def _raw_gpu():

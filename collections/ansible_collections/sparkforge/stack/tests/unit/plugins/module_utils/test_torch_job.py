@@ -7,34 +7,30 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import glob
+import copy
 import json
 import os
 import sys
 
 import pytest
-import yaml
 
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible_collections.sparkforge.stack.plugins.module_utils._common.files import sha256_file
 from ansible_collections.sparkforge.stack.plugins.module_utils._common.job import JobError
 from ansible_collections.sparkforge.stack.plugins.module_utils.build.torch_job import TorchWheelJob
 from ansible_collections.sparkforge.stack.plugins.modules import pytorch_wheel_build
+from ansible_collections.sparkforge.stack.tests.unit.utils.harness import shared_manifest
 
 sys.path.insert(0, os.path.dirname(__file__))
 from fake_system import FakeSystem  # noqa: E402  pylint: disable=wrong-import-position
 
-MANIFEST_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "..",
-                            "roles", "manifest", "defaults", "main")
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 NVCC = "Cuda compilation tools, release 13.0, V13.0.88\nBuild cuda_13.0.r13.0/compiler.36424714_0\n"
 
 
 def torch_data():
-    data = {}
-    for path in sorted(glob.glob(os.path.join(MANIFEST_DIR, "*.yml"))):
-        with open(path) as handle:
-            data.update(yaml.safe_load(handle) or {})
+    # A copy: the job under test is given these tables, as a module is given its arguments.
+    data = copy.deepcopy(shared_manifest())
     return {"releases": data["sparkforge_torch_releases"], "arch_min_version": data["sparkforge_torch_arch_min_version"],
             "arch_defaults": data["sparkforge_torch_arch_defaults"], "traps": data["sparkforge_torch_traps"],
             "fixes": data["sparkforge_torch_fixes"]}

@@ -10,16 +10,14 @@ __metaclass__ = type
 
 import json
 import os
-import subprocess
 
 import pytest
 import yaml
 
-from helpers import REPO, run_module
+from ansible_collections.sparkforge.stack.tests.unit.utils.harness import COLLECTION, run_module
 
 from ansible_collections.sparkforge.stack.plugins.module_utils.fabric import acceptance, fabric, xhost
 
-COLLECTION = os.path.join(REPO, "collections", "ansible_collections", "sparkforge", "stack")
 
 SOCKETS_LOG = """\
 x3:4711:4711 [0] NCCL INFO NET/IB : No device found.
@@ -293,9 +291,16 @@ def tree(path):
     return out
 
 
-def git_status():
-    return subprocess.run(["git", "-C", REPO, "status", "--porcelain"], stdout=subprocess.PIPE,
-                          universal_newlines=True, check=True).stdout
+def collection_files():
+    """Every file of the collection with its size and time (Python's byte-code caches left out: importing the
+    module_utils may write them): the module must change none of them."""
+    out = {}
+    for base, dirs, files in os.walk(COLLECTION):
+        dirs[:] = [d for d in dirs if d != "__pycache__"]
+        for name in files:
+            st = os.lstat(os.path.join(base, name))
+            out[os.path.join(base, name)] = (st.st_size, st.st_mtime_ns)
+    return out
 
 
 # The module end to end: exit code, message, nothing written (report_dir not made) and the checkout untouched.
@@ -316,7 +321,7 @@ def git_status():
 ])
 @pytest.mark.parametrize("mode", ["summarize", "run"])
 def test_the_module_refuses_before_anything_runs_or_is_written(tmp_path, bad, message, mode):
-    before, status = tree(tmp_path), git_status()
+    before, files = tree(tmp_path), collection_files()
     args = {"mode": mode, "hosts": ["a", "b"], "results": {}, "report_dir": str(tmp_path / "reports"),
             "python": "/nonexistent/python", "host": "a", "master_addr": "127.0.0.1", "backend": "gloo"}
     args.update(bad)
@@ -324,7 +329,7 @@ def test_the_module_refuses_before_anything_runs_or_is_written(tmp_path, bad, me
     for one in [message] if isinstance(message, str) else message:
         assert rc != 0 and res["failed"] and one in res["msg"], (one, res)
     assert "nothing was run" in res["msg"] or "unable to convert to float" in res["msg"], res["msg"]
-    assert tree(tmp_path) == before and git_status() == status
+    assert tree(tmp_path) == before and collection_files() == files
 
 
 @pytest.mark.parametrize("check", [pytest.param(True, id="A12-check"), pytest.param(False, id="A12")])
@@ -346,11 +351,10 @@ def test_a_host_whose_buffers_do_not_fit_is_refused_naming_it(tmp_path, mode, ch
     assert tree(tmp_path) == before
 
 
-def test_module_defaults_are_the_manifests_data():
+def test_module_defaults_are_the_manifests_data(manifest):
     """The acceptance's numbers live in the manifest (sparkforge_xhost_acceptance); the module's defaults must say
     the same, and the role's defaults read the data."""
-    with open(os.path.join(COLLECTION, "roles", "manifest", "defaults", "main", "fabric.yml")) as handle:
-        data = yaml.safe_load(handle)["sparkforge_xhost_acceptance"]
+    data = manifest["sparkforge_xhost_acceptance"]
     from ansible_collections.sparkforge.stack.plugins.modules import xhost_collectives
     options = yaml.safe_load(xhost_collectives.DOCUMENTATION)["options"]
     for key, value in data.items():

@@ -11,14 +11,10 @@ summarize mode writing both beside the fleet summary. The NCCL run itself: bench
 """
 
 import json
-import os
-import sys
 
-from helpers import REPO, run_module
-
-sys.path.insert(0, os.path.join(REPO, "collections"))
-from ansible_collections.sparkforge.stack.plugins.module_utils.fabric import fabric, xhost  # noqa: E402
-from ansible_collections.sparkforge.stack.plugins.module_utils.fleet import fleet_report  # noqa: E402
+from ansible_collections.sparkforge.stack.plugins.module_utils.fabric import fabric, xhost
+from ansible_collections.sparkforge.stack.plugins.module_utils.fleet import fleet_report
+from ansible_collections.sparkforge.stack.tests.unit.utils.harness import run_module
 
 # A sockets fallback: no RDMA device, NCCL takes the socket transport (NCCL 2.19-2.29 wording).
 SOCKETS_LOG = """\

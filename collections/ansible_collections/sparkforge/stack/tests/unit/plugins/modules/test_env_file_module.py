@@ -4,7 +4,7 @@ import os
 import stat
 import subprocess
 
-from helpers import run_module
+from ansible_collections.sparkforge.stack.tests.unit.utils.harness import run_module
 
 
 def test_writes_once_then_changes_nothing_and_a_shell_reads_the_values_back(tmp_path):

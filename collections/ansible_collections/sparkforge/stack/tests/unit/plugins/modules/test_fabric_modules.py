@@ -1,4 +1,4 @@
-"""fabric_facts and fabric_netplan run as modules (tests/helpers.run_module) on stand-in sysfs trees
+"""fabric_facts and fabric_netplan run as modules (tests/unit/utils/harness.run_module) on stand-in sysfs trees
 and a temporary root: seconds in all, no containers. The cluster playbook itself (check mode, the run, a
 no-op rerun, bad inputs refused) runs on container hosts in tests/e2e/test_xhost_containers.py."""
 
@@ -6,12 +6,21 @@ import importlib.util
 import os
 import sys
 
-from helpers import run_module
+from ansible_collections.sparkforge.stack.tests.unit.utils.harness import COLLECTIONS, run_module
 
 TREES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "module_utils", "fabric_trees.py")
 _spec = importlib.util.spec_from_file_location("fabric_trees", TREES)
 fabric_trees = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(fabric_trees)
+
+
+def playbook_env():
+    """ansible-playbook's environment for a play of this collection, found without a checkout's ansible.cfg: the
+    collection from its own folder, and the settings of the project's ansible.cfg these plays depend on."""
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=COLLECTIONS, ANSIBLE_PYTHON_INTERPRETER="auto_silent",
+               ANSIBLE_DUPLICATE_YAML_DICT_KEY="error", ANSIBLE_RETRY_FILES_ENABLED="false")
+    env.pop("ANSIBLE_CONFIG", None)
+    return env
 
 
 def spark(tmp_path, name="sys", **kw):
@@ -101,7 +110,6 @@ def test_runtime_env_adds_the_fabric_variables_only_on_a_cluster(tmp_path):
     """runtime_env in check mode on two local hosts: one with sparkforge_fabric_env, one without."""
     import json
     import subprocess
-    from helpers import REPO
     inventory = tmp_path / "hosts.yml"
     inventory.write_text(
         "all:\n  hosts:\n"
@@ -114,11 +122,10 @@ def test_runtime_env_adds_the_fabric_variables_only_on_a_cluster(tmp_path):
         "- hosts: all\n  gather_facts: false\n  roles:\n    - role: sparkforge.stack.runtime_env\n"
         "      vars:\n        runtime_env_sm_archs: [sm_90]\n        runtime_env_venv_hook: false\n"
         "        runtime_env_profile_path: %s/{{ inventory_hostname }}.sh\n" % tmp_path)
-    env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="json", ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"),
-               ANSIBLE_PYTHON_INTERPRETER=sys.executable)
+    env = dict(playbook_env(), ANSIBLE_STDOUT_CALLBACK="json", ANSIBLE_PYTHON_INTERPRETER=sys.executable)
     proc = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", str(inventory),
                            str(play), "--check"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          universal_newlines=True, env=env, cwd=REPO, timeout=300, check=False)
+                          universal_newlines=True, env=env, cwd=str(tmp_path), timeout=300, check=False)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     out = json.loads(proc.stdout)
     facts = {}
@@ -131,15 +138,6 @@ def test_runtime_env_adds_the_fabric_variables_only_on_a_cluster(tmp_path):
     assert facts["fabric-host"]["NCCL_IB_DISABLE"] == "0"
     assert not [k for k in facts["plain-host"] if k.startswith(("NCCL_", "GLOO_"))]
     assert facts["plain-host"]["CUDA_MODULE_LOADING"] == facts["fabric-host"]["CUDA_MODULE_LOADING"]
-
-
-def test_cli_cluster_command(tmp_path):
-    import io
-    from sparkforge import cli
-    out, err = io.StringIO(), io.StringIO()
-    assert cli.main(["cluster", "--help"], stdout=out, stderr=err) == 0
-    rc = cli.main(["cluster", "--check", "-q", "-i", str(tmp_path / "missing.yml")], stdout=out, stderr=err)
-    assert rc == 4, out.getvalue() + err.getvalue()
 
 
 # ---------------------------------------------------------------- the cluster_fabric role on two local hosts
@@ -165,7 +163,6 @@ def fabric_cluster(tmp_path, report_dir, trees=None, names=("a", "b"), subnet="1
     """Local hosts (a and b unless names says others; DGX Spark trees, f1 cabled unless trees says otherwise) and
     a play with the cluster_fabric role; returns (run(*args) -> (rc, output), the hosts' roots)."""
     import subprocess
-    from helpers import REPO
     roots = {}
     lines = ["all:", "  vars:", "    cluster_fabric_subnet: %s" % subnet] + ["    %s" % e for e in extra] + [
         "    cluster_fabric_generate_command: ['true']", "    cluster_fabric_apply_command: ['true']",
@@ -181,13 +178,13 @@ def fabric_cluster(tmp_path, report_dir, trees=None, names=("a", "b"), subnet="1
     (tmp_path / "hosts.yml").write_text("\n".join(lines) + "\n")
     (tmp_path / "play.yml").write_text("- hosts: all\n  gather_facts: false\n  any_errors_fatal: true\n"
                                        "  roles:\n    - role: sparkforge.stack.cluster_fabric\n")
-    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"), ANSIBLE_NOCOLOR="1")
+    env = dict(playbook_env(), ANSIBLE_NOCOLOR="1")
 
     def run(*args):
         proc = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i",
                                str(tmp_path / "hosts.yml"), str(tmp_path / "play.yml")] + list(args),
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, env=env,
-                              cwd=REPO, timeout=300, check=False)
+                              cwd=str(tmp_path), timeout=300, check=False)
         return proc.returncode, proc.stdout
     return run, roots
 

@@ -7,20 +7,18 @@ https_proxy. Plan tests: which sources each torch source (source, index, wheelho
 needs on a GB10, a GH200 and an x86 H100.
 """
 
+import copy
 import hashlib
 import http.server
 import os
 import socket
-import sys
 import threading
 
 import pytest
 
-from helpers import REPO, load_manifest, run_module
-
-sys.path.insert(0, os.path.join(REPO, "collections"))
-from ansible_collections.sparkforge.stack.plugins.module_utils.plan import preflight as pf  # noqa: E402
-from ansible_collections.sparkforge.stack.plugins.module_utils.plan import sources  # noqa: E402
+from ansible_collections.sparkforge.stack.plugins.module_utils.plan import preflight as pf
+from ansible_collections.sparkforge.stack.plugins.module_utils.plan import sources
+from ansible_collections.sparkforge.stack.tests.unit.utils.harness import run_module, shared_manifest
 
 MANIFEST_KEYS = ("sparkforge_cuda_major", "sparkforge_torch_releases", "sparkforge_triton_releases",
                  "sparkforge_torch_arch_min_version", "sparkforge_torch_arch_defaults", "sparkforge_torch_traps",
@@ -101,7 +99,7 @@ def free_port():
 
 
 def plan_args(fx, source, base_urls, components=None, **more):
-    m = load_manifest()
+    m = shared_manifest()
     args = {"facts": fx, "host": HOST, "checks": CHECKS,
             "settings": {"components": components or list(pf.COMPONENTS), "torch_version": "latest",
                          "torch_source": source, "cuda_arch_list": "", "ml_profile": "minimal",
@@ -193,7 +191,7 @@ def test_probing_off_lists_the_sources_without_probing(mirror):
     ("existing", {"ml_packages"}),
 ])
 def test_which_components_fetch_for_each_torch_source(fx, source, expected):
-    m = load_manifest()
+    m = copy.deepcopy(shared_manifest())  # build_plan is given it as the module is given its arguments
     config = {"components": list(pf.COMPONENTS), "torch_version": "latest", "torch_source": source,
               "ml_profile": "minimal", "index_url": "https://download.pytorch.org/whl/cu130", "dev_libraries": "auto",
               "python_version": "3.12.3"}

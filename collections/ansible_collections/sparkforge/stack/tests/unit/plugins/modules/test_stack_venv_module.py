@@ -6,7 +6,7 @@ import shutil
 import subprocess
 import sys
 
-from helpers import run_module
+from ansible_collections.sparkforge.stack.tests.unit.utils.harness import run_module
 
 from ansible_collections.sparkforge.stack.plugins.module_utils._common.job import JobError, LocalSystem
 from ansible_collections.sparkforge.stack.plugins.module_utils.host.venv import MARKER, VenvJob, pending_path

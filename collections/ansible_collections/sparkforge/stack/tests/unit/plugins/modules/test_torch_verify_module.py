@@ -4,7 +4,7 @@ import json
 import os
 import sys
 
-from helpers import COLLECTIONS, load_manifest, run_module
+from ansible_collections.sparkforge.stack.tests.unit.utils.harness import COLLECTIONS, run_module
 
 
 def _stand_in_torch(tmp_path):
@@ -18,10 +18,10 @@ def _stand_in_torch(tmp_path):
     return str(tmp_path / "stand_in")
 
 
-def test_no_torch_fails_after_writing_the_report(tmp_path):
+def test_no_torch_fails_after_writing_the_report(tmp_path, manifest):
     out = tmp_path / "reports"
     args = {"python": sys.executable, "report_dir": str(out), "host_label": "cpu-box",
-            "platforms": load_manifest()["sparkforge_gpu_platforms"]}
+            "platforms": manifest["sparkforge_gpu_platforms"]}
     result, rc = run_module("torch_verify", args, env={"PYTHONPATH": COLLECTIONS})
     assert rc != 0 and result["failed"]
     assert result["status"] == "no_torch" and "torch cannot be imported" in result["msg"]

@@ -3,7 +3,7 @@ module itself (run for real on this machine; no venv: nothing of the venv is com
 
 import json
 
-from helpers import run_module
+from ansible_collections.sparkforge.stack.tests.unit.utils.harness import run_module
 
 from ansible_collections.sparkforge.stack.plugins.module_utils.host import env_file
 

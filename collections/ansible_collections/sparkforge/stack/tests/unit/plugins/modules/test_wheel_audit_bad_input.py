@@ -4,7 +4,7 @@ import gzip
 
 import pytest
 
-from helpers import run_module
+from ansible_collections.sparkforge.stack.tests.unit.utils.harness import run_module
 
 
 @pytest.mark.parametrize("name, content, what", [

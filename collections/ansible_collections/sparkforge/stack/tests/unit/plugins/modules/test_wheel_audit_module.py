@@ -8,7 +8,7 @@ import zipfile
 
 import pytest
 
-from helpers import run_module
+from ansible_collections.sparkforge.stack.tests.unit.utils.harness import run_module
 
 NVCC = os.environ.get("SPARKFORGE_NVCC", "/usr/local/cuda/bin/nvcc")
 CACHE = os.path.expanduser("~/.cache/sparkforge/audit-module-tests")

@@ -16,7 +16,7 @@ import zipfile
 
 import pytest
 
-from helpers import run_module
+from ansible_collections.sparkforge.stack.tests.unit.utils.harness import run_module
 
 CACHE = os.path.expanduser("~/.cache/sparkforge")
 WHEELS = os.path.join(CACHE, "wheels")

@@ -10,11 +10,10 @@ import json
 import os
 import threading
 
-import yaml
 
 from helpers import COLLECTION, REPO, run_module
 
-TREES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "module_utils", "fabric_trees.py")
+TREES = os.path.join(COLLECTION, "tests", "unit", "plugins", "module_utils", "fabric_trees.py")
 _spec = importlib.util.spec_from_file_location("fabric_trees", TREES)
 fabric_trees = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(fabric_trees)
@@ -40,7 +39,7 @@ def plan_of():
         (h, {"interface": "enp1s0f1np1", "twins": ["enP2p1s0f1np1"], "address": "127.0.0.1/8"}) for h in HOSTS)}
 
 
-def test_probe_plan_run_judge_names_a_slow_direction(tmp_path):
+def test_probe_plan_run_judge_names_a_slow_direction(tmp_path, manifest):
     fabrics = facts(tmp_path)
     found, rc = run_module("fabric_rdma_bw", {"mode": "probe", "command": STAND_IN}, check_mode=True)
     assert rc == 0 and found["path"] == STAND_IN, found
@@ -77,8 +76,7 @@ def test_probe_plan_run_judge_names_a_slow_direction(tmp_path):
     skipped, rc = run_module("fabric_rdma_bw", dict(run, role="client"), check_mode=True)
     assert rc == 0 and skipped["results"] == [] and skipped["skipped"], skipped
 
-    with open(os.path.join(COLLECTION, "roles", "manifest", "defaults", "main", "fabric.yml")) as handle:
-        spec = yaml.safe_load(handle)["sparkforge_fabric_cable"]
+    spec = manifest["sparkforge_fabric_cable"]
     reports = tmp_path / "reports"
     judged, rc = run_module("fabric_rdma_bw", {
         "mode": "judge", "cables": plan["cables"], "results": results, "fabrics": fabrics, "hosts": HOSTS,

@@ -25,18 +25,16 @@ from ansible_collections.sparkforge.stack.plugins.module_utils.plan import valid
 
 from schema_strategies import NAMES, bad_values
 from test_validate import COLLECTION, PROTECTED, SPECS
+from helpers import REPO, load_manifest
 
-MANIFEST = {}
-for _path in sorted(glob.glob(os.path.join(COLLECTION, "roles", "manifest", "defaults", "main", "*.yml"))):
-    with open(_path) as _handle:
-        MANIFEST.update(yaml.safe_load(_handle) or {})
+MANIFEST = load_manifest()
 CONTEXT = {"sparkforge_ml_packages": MANIFEST["sparkforge_ml_packages"],
            "sparkforge_ml_profiles": MANIFEST["sparkforge_ml_profiles"]}
 
 
 def row(row_id):
     """A row's message (the last column) by its id, <tmp> as %(tmp)s."""
-    doc = os.path.join(COLLECTION, "..", "..", "..", "..", "docs", "bad-inputs.md")
+    doc = os.path.join(REPO, "docs", "bad-inputs.md")
     with open(doc) as handle:
         for line in handle:
             if line.startswith("| %s |" % row_id):

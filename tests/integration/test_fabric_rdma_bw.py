@@ -14,16 +14,14 @@ import sys
 import threading
 
 import pytest
-import yaml
 
 from ansible_collections.sparkforge.stack.plugins.module_utils.fabric import fabric, rdma_bw
-from helpers import REPO
+from helpers import COLLECTION, REPO
 
-sys.path.insert(0, os.path.dirname(__file__))
+# The stand-in sysfs trees are the collection's unit-test data (its fabric tests build the same hosts).
+sys.path.insert(0, os.path.join(COLLECTION, "tests", "unit", "plugins", "module_utils"))
 import fabric_trees  # noqa: E402  pylint: disable=wrong-import-position
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-MANIFEST = os.path.join(HERE, "..", "..", "..", "..", "roles", "manifest", "defaults", "main", "fabric.yml")
 STAND_IN = os.path.join(REPO, "tests", "fixtures", "perftest", "ib_write_bw")
 
 RULE = "-" * 87
@@ -41,9 +39,8 @@ REPORT_MB = "\n".join([
 
 
 @pytest.fixture(scope="module")
-def spec():
-    with open(MANIFEST) as handle:
-        return yaml.safe_load(handle)["sparkforge_fabric_cable"]
+def spec(manifest):
+    return manifest["sparkforge_fabric_cable"]
 
 
 def test_the_report_is_read_in_either_unit_and_a_missing_table_is_named():

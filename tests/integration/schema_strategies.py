@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from ansible_collections.sparkforge.stack.plugins.module_utils.plan import validate
 
-from ansible_collections.sparkforge.stack.tests.unit.plugins.module_utils.test_validate import SPECS
+from test_validate import SPECS
 
 NAMES = sorted(n for n in set(SPECS) | set(validate.EXTRA_SPECS))
 MERGED = dict(validate.EXTRA_SPECS, **SPECS)

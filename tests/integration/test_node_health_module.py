@@ -8,17 +8,15 @@ import json
 import os
 import stat
 
-from helpers import GB10, fake_smi, run_module
+from helpers import GB10, fake_smi, load_manifest, run_module
 
-FIX = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "fixtures", "node_health")
-MANIFEST = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "..", "roles", "manifest",
-                        "defaults", "main", "fabric.yml")
+from ansible_collections.sparkforge.stack.tests.unit.utils.harness import FIXTURES
+
+FIX = os.path.join(FIXTURES, "node_health")
 
 
 def spec(**kw):
-    import yaml
-    with open(MANIFEST) as handle:
-        out = yaml.safe_load(handle)["sparkforge_node_health"]
+    out = dict(load_manifest()["sparkforge_node_health"])
     out.update(kw)
     return out
 
