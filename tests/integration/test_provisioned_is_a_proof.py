@@ -19,7 +19,7 @@ import sys
 import yaml
 
 from helpers import REPO
-from tests.integration.test_check_mode_local import add_dist, make_host, playbook, site_packages
+from tests.integration.test_check_mode_local import TORCH_ARCHS, add_dist, make_host, playbook, site_packages
 from tests.integration.test_check_mode_local import template_venv  # noqa: F401
 
 
@@ -76,14 +76,19 @@ def test_a_proven_host_whose_torch_changed_since_is_reported_drifted(tmp_path, t
     with open(record_file) as handle:
         record = json.load(handle)
     assert record["compared"] == {"torch": "2.11.0"}
-    # Each file runtime_env wrote, with the variables it exports (the plan's arch list among them).
+    # Each file runtime_env wrote, with the variables it exports (the plan's arch list among them: for torch
+    # `existing`, the installed torch's own list, sm_90 and sm_100 as the fixture torch reports them).
     assert sorted(record["profile"]) == sorted([str(profile), str(hook)]), record
-    assert record["profile"][str(profile)]["TORCH_CUDA_ARCH_LIST"] == "9.0", record
+    planned = ";".join("%s.%s" % (a[3:-1], a[-1]) for a in TORCH_ARCHS)
+    assert planned == "9.0;10.0"
+    assert record["profile"][str(profile)]["TORCH_CUDA_ARCH_LIST"] == planned, record
 
     site = site_packages(str(host["prefix"] / "venv"))
     shutil.rmtree(os.path.join(site, "torch-2.11.0.dist-info"))
     add_dist(site, "torch", "2.10.0")
-    profile.write_text(profile.read_text().replace("TORCH_CUDA_ARCH_LIST=9.0", "TORCH_CUDA_ARCH_LIST=8.0"))
+    text = profile.read_text()
+    assert text.count(planned) == 1, text
+    profile.write_text(text.replace(planned, "8.0"))
     env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"), ANSIBLE_NOCOLOR="1",
                PYTHONPATH=os.path.join(REPO, "src"), ANSIBLE_LOCAL_TEMP=str(host["root"] / "ansible-tmp"))
     status = subprocess.run([sys.executable, "-m", "sparkforge.cli", "status", "-i", host["inventory"]], cwd=REPO,
@@ -91,5 +96,5 @@ def test_a_proven_host_whose_torch_changed_since_is_reported_drifted(tmp_path, t
                             timeout=300, check=False)
     assert status.returncode != 0, status.stdout[-4000:]
     assert "drifted: torch 2.11.0 at the last provisioning, now 2.10.0" in status.stdout, status.stdout[-4000:]
-    assert "%s edited since the last provisioning: TORCH_CUDA_ARCH_LIST=8.0, last proof 9.0" % profile \
+    assert "%s edited since the last provisioning: TORCH_CUDA_ARCH_LIST=8.0, last proof %s" % (profile, planned) \
         in status.stdout, status.stdout[-4000:]

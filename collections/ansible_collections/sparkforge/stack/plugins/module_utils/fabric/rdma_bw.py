@@ -226,9 +226,8 @@ def measurements(cable_list, client_results):
         got[(r.get("cable"), r.get("direction"))] = measured_direction(r.get("results"))
     out = {}
     for c in cable_list:
-        out[c["name"]] = dict(
-            (d, got.get((c["name"], d))) for d in (direction(c["a"]["host"], c["b"]["host"]),
-                                                  direction(c["b"]["host"], c["a"]["host"])))
+        both = (direction(c["a"]["host"], c["b"]["host"]), direction(c["b"]["host"], c["a"]["host"]))
+        out[c["name"]] = dict((d, got.get((c["name"], d))) for d in both)
     return out
 
 
