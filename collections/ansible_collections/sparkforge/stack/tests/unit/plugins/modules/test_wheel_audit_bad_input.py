@@ -9,10 +9,10 @@ from ansible_collections.sparkforge.stack.tests.unit.utils.harness import run_mo
 
 @pytest.mark.parametrize("name, content, what", [
     ("notes.txt", b"torch 2.14.1 release notes\nline two\n", "a text file starting 'torch 2.14.1 release notes'"),
-    ("torch.tar.gz", gzip.compress(b"x" * 100), "gzip-compressed data"),
+    ("torch.tar.gz", gzip.compress(b"x" * 100, mtime=0), "gzip-compressed data"),
     ("libempty.so", b"", "an empty file"),
     ("blob.bin", bytes(range(200, 256)) * 4, "binary data starting c8c9cacbcccdcecf"),
-])
+], ids=["text", "gzip", "empty", "binary"])  # ids by kind: the same in every xdist worker, and readable
 def test_non_elf_non_zip_file_is_an_error_naming_what_it_is(tmp_path, name, content, what):
     path = tmp_path / name
     path.write_bytes(content)
