@@ -41,9 +41,11 @@ def test_of_runs_starting_together_exactly_one_takes_the_lock(tmp_path, over_a_s
     if over_a_stale_lock:
         # A lock of PID 99, which none of the racers counts as live.
         _job(path, _owner(99), {"99": STARTED}).run()
-    manager = multiprocessing.Manager()
+    # Spawned, not forked: a fork of a process with threads (pytest-xdist's worker) can inherit a held lock.
+    context = multiprocessing.get_context("spawn")
+    manager = context.Manager()
     gate = manager.Barrier(8)
-    with multiprocessing.Pool(8) as pool:
+    with context.Pool(8) as pool:
         won = [pid for pid in pool.map(_take, [(str(path), 100 + n, gate) for n in range(8)]) if pid]
     assert len(won) == 1, won
     assert read_lock(str(path))["pid"] == won[0]
