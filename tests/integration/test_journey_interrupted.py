@@ -190,7 +190,7 @@ def test_two_runs_together_then_a_journey_killed_at_eleven_points_converges_to_i
     assert codes[0][0] == 0 and codes[1][0] != 0, [(c, o[-2500:]) for c, o in codes]
     refused = codes[1][1]
     assert re.search(r"another run holds the lock \S+venv\.lock: ansible-playbook PID \d+ on \S+, started "
-                     r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", refused), refused[-3000:]
+                     r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", refused), refused[-3000:]
     expected = state(reference)
     assert expected["state"] == "provisioned" and not expected["lock"], expected
 
