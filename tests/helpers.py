@@ -9,6 +9,7 @@ molecule's fake nvidia-smi.
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -24,6 +25,24 @@ from ansible_collections.sparkforge.stack.tests.unit.utils.harness import (  # n
 # How Ansible reaches a test-bed container: the podman connection, pipelined (tests/plugins/connection).
 CONNECTION = "testbed_podman"
 CONNECTION_PLUGINS = os.path.join(REPO, "tests", "plugins", "connection")
+
+
+BAD_INPUTS = os.path.join(REPO, "docs", "bad-inputs.md")
+
+
+def bad_input_rows():
+    """The variable rows of docs/bad-inputs.md, in order: id -> (variable, value, message), with <checkout> and
+    <collection> filled in and a table's escaped bar (\\|) read as |. The one reader of that table."""
+    rows = {}
+    with open(BAD_INPUTS) as handle:
+        for line in handle:
+            match = re.match(r"^\| ([A-Z]\d\d) \| `([^`]+)` \| `(.+)` \| (.+) \|$", line.rstrip("\n"))
+            if match:
+                row_id, name, value, message = match.groups()
+                for mark, path in (("<checkout>", REPO), ("<collection>", COLLECTION)):
+                    value, message = value.replace(mark, path), message.replace(mark, path)
+                rows[row_id] = (name, json.loads(value), message.replace("\\|", "|"))
+    return rows
 
 
 SMI = os.path.join(REPO, "molecule", "shared", "files", "fake-nvidia-smi")

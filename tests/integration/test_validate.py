@@ -10,7 +10,6 @@ __metaclass__ = type
 
 import functools
 import glob
-import json
 import os
 import re
 
@@ -18,10 +17,9 @@ import pytest
 import yaml
 
 from ansible_collections.sparkforge.stack.plugins.module_utils.plan import validate
-from helpers import COLLECTION, REPO
+from helpers import COLLECTION, REPO, bad_input_rows
 
 # The checkout's table of bad inputs: why these tests live in the checkout's tests/, not the collection's.
-DOC = os.path.join(REPO, "docs", "bad-inputs.md")
 
 
 def specs():
@@ -42,22 +40,8 @@ def specs():
 SPECS = specs()
 
 
-def table():
-    """The variable rows of every class: (id, variable, value, message), <checkout> and <collection> filled in."""
-    rows = []
-    with open(DOC) as handle:
-        for line in handle:
-            match = re.match(r"^\| ([A-Z]\d\d) \| `([^`]+)` \| `(.+)` \| (.+) \|$", line.rstrip("\n"))
-            if match:
-                row_id, name, value, message = match.groups()
-                for mark, path in (("<checkout>", CHECKOUT), ("<collection>", COLLECTION)):
-                    value, message = value.replace(mark, path), message.replace(mark, path)
-                rows.append((row_id, name, json.loads(value), message.replace("\\|", "|")))
-    return rows
-
-
 CHECKOUT = REPO
-ROWS = table()
+ROWS = [(row_id,) + row for row_id, row in bad_input_rows().items()]
 PROTECTED = validate.protected_dirs(COLLECTION)
 ROLES = sorted(os.listdir(os.path.join(COLLECTION, "roles")))
 KNOWN = set(SPECS) | set(validate.EXTRA_SPECS)

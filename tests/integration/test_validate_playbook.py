@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from schema_strategies import NAMES, bad_values
 from ansible_collections.sparkforge.stack.plugins.module_utils._common import path_rules
-from helpers import REPO
+from helpers import BAD_INPUTS, COLLECTION, REPO, bad_input_rows
 from test_check_mode_local import BIN, TORCH_ONLY, make_host, playbook, snapshot, watched
 
 COLLECTION_PLAYBOOKS = os.path.join(REPO, "collections", "ansible_collections", "sparkforge", "stack", "playbooks")
@@ -86,25 +86,9 @@ def test_a_list_given_as_a_string_with_e_is_split(tmp_path):
 
 # ---------------------------------------------------------------- the rows of classes N, V and P, end to end
 
-DOC = os.path.join(REPO, "docs", "bad-inputs.md")
-COLLECTION = os.path.join(REPO, "collections", "ansible_collections", "sparkforge", "stack")
 
 
-def doc_rows():
-    """id -> (variable, value, message) of the variable tables, <checkout>/<collection> filled in."""
-    rows = {}
-    with open(DOC) as handle:
-        for line in handle:
-            match = re.match(r"^\| ([A-Z]\d\d) \| `([^`]+)` \| `(.+)` \| (.+) \|$", line.rstrip("\n"))
-            if match:
-                row_id, name, value, message = match.groups()
-                for mark, path in (("<checkout>", REPO), ("<collection>", COLLECTION)):
-                    value, message = value.replace(mark, path), message.replace(mark, path)
-                rows[row_id] = (name, json.loads(value), message)
-    return rows
-
-
-ROWS = doc_rows()
+ROWS = bad_input_rows()
 
 
 def git_status():
@@ -383,7 +367,7 @@ def test_the_rows_across_variables_stop_the_playbook_in_one_run(tmp_path):
 
 def row_message(row_id):
     """The message column of a row of the tables without a variable column of their own form."""
-    with open(DOC) as handle:
+    with open(BAD_INPUTS) as handle:
         for line in handle:
             if line.startswith("| %s |" % row_id):
                 return line.rstrip("\n")[:-2].split(" | ")[-1]
