@@ -33,7 +33,9 @@ has no systemd-networkd; that module's docstring says what is real and what stan
   each cable's two subnets (an ICMP echo from its own address, the route over the named interface); ``ping`` is not
   in the image, so the echo is a Python ICMP datagram socket. With perftest's stand-in ib_write_bw
   (tests/fixtures/perftest) on PATH, each cable is measured both ways over its two subnets before the collectives,
-  in six rounds, and cluster-cables.json holds each cable's figures and each node's pass.
+  in six rounds, and cluster-cables.json holds each cable's figures and each node's pass. Then one cable at 13 Gb/s
+  (the stand-in's rates file on one end) and one function trained at x2 of its x4 (the stand-in sysfs tree): the run
+  fails every node before any collective, each named with the likely cause (issue 44 item 3).
 """
 
 import ipaddress
@@ -368,3 +370,30 @@ def test_a_ring_of_three_check_then_run_then_the_cabling_then_a_rerun(ring):
     assert sorted(recap(out)) == RING and all(r["failed"] == 0 for r in recap(out).values()), recap(out)
     assert changed_tasks(out) == {START_TASK}, changed_tasks(out)
     assert snapshots(ring) == after, "the rerun changed a host"
+
+    # Issue 44 item 3 on the ring's hosts: a cable at 13 Gb/s and a function trained at half its PCIe width, each
+    # named with its likely cause before any collective runs. r2's port-0 functions measure 6.5 Gb/s each (the
+    # perftest stand-in's rates file on r2), so the direction r2 -> r3 carries 13 and fails both its ends; r1's port-1
+    # twin trained at x2 of its x4 (r1's stand-in sysfs tree, mounted read-only there, edited here).
+    rc, text = sh(ring, "r2", "echo '%s' > /etc/sparkforge-perftest-rates.json"
+                  % json.dumps({"rocep1s0f0": 6.5, "roceP2p1s0f0": 6.5}))
+    assert rc == 0, text
+    width = os.path.join(str(ring["root"]), "r1", "sys", "devices", "pci0002:00", "0002:00:00.0", "0002:01:00.1",
+                         "current_link_width")
+    with open(width, "w") as handle:
+        handle.write("2\n")
+    rc, out = run(real, ring)
+    assert rc != 0, out[-5000:]
+    cables = json.loads((ring["reports"] / "cluster-cables.json").read_text())
+    assert sorted(cables["failed_hosts"]) == RING, cables
+    reasons = dict((h, "; ".join(cables["nodes"][h]["reasons"])) for h in RING)
+    slow = "r2 -> r3: 13 Gb/s, below the floor of 184 Gb/s (degraded ConnectX-7 initialisation: reboot that node)"
+    narrow = ("enP2p1s0f1np1: PCIe x2 of x4 (the PCIe link trained below the device's maximum: update the "
+              "firmware/BIOS)")
+    assert slow in reasons["r2"] and slow in reasons["r3"] and slow not in reasons["r1"], reasons
+    # A PCIe link is its node's own: the cable's far end (r3) is not failed for it.
+    assert narrow in reasons["r1"] and narrow not in reasons["r2"] + reasons["r3"], reasons
+    for host in RING:
+        assert "%s: fail (" % host in out, out[-5000:]
+    # No task after the cables' verdict: no collective ran.
+    assert "TASK [" not in out.split("Fail the nodes whose cables fail")[-1], out[-5000:]
