@@ -11,9 +11,8 @@ import glob
 import os
 import re
 
-from helpers import COLLECTION, REPO
+from helpers import BAD_INPUTS as DOC, COLLECTION, REPO
 
-DOC = os.path.join(REPO, "docs", "bad-inputs.md")
 ROW = re.compile(r"^\|\s*([A-Z]\d{2})\s*\|", re.M)
 ID = re.compile(r"^[A-Z]\d{2}$")
 

@@ -19,8 +19,6 @@ import yaml
 from ansible_collections.sparkforge.stack.plugins.module_utils.plan import validate
 from helpers import COLLECTION, REPO, bad_input_rows
 
-# The checkout's table of bad inputs: why these tests live in the checkout's tests/, not the collection's.
-
 
 def specs():
     docs = []
@@ -41,6 +39,8 @@ SPECS = specs()
 
 
 CHECKOUT = REPO
+# The checkout's table of bad inputs (docs/bad-inputs.md): why these tests live in the checkout's tests/, not the
+# collection's.
 ROWS = [(row_id,) + row for row_id, row in bad_input_rows().items()]
 PROTECTED = validate.protected_dirs(COLLECTION)
 ROLES = sorted(os.listdir(os.path.join(COLLECTION, "roles")))

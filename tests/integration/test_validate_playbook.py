@@ -86,8 +86,6 @@ def test_a_list_given_as_a_string_with_e_is_split(tmp_path):
 
 # ---------------------------------------------------------------- the rows of classes N, V and P, end to end
 
-
-
 ROWS = bad_input_rows()
 
 
