@@ -147,7 +147,7 @@ def test_cluster_check_then_run(cluster):
 
     # --check first: the CLI's line (docs/guides/api-cli-ee.md, "Python API and CLI") as written, on the same
     # cluster as the checkout's inventory/site.yml: every host ok, nothing changed. (The guide's own --check line,
-    # the same for every topology, runs as written on the switch of eight: tests/e2e/test_xhost_topologies.py.)
+    # the same for every topology, runs as written on the switch: tests/e2e/test_xhost_topologies.py.)
     before = snapshots(cluster)
     cli = readme.command("api-cli-ee.md", ".venv/bin/sparkforge cluster", heading="## Python API and CLI")
     assert cli.split("  #")[0].strip() == ".venv/bin/sparkforge cluster -i inventory/site.yml -g sparks --check", cli
