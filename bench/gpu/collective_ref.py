@@ -100,7 +100,10 @@ def launch(args):
     for rank in range(args.world):
         env = dict(os.environ)
         if args.backend == "nccl":
-            env["CUDA_VISIBLE_DEVICES"] = str(rank)
+            env["CUDA_VISIBLE_DEVICES"] = "0" if args.share_gpu else str(rank)
+        if args.share_gpu:
+            # Every rank on GPU 0, each its own host to NCCL (as bench/gpu/run_xhost_ngpu.sh's SHARE_GPU).
+            env["NCCL_HOSTID"] = "ref-%d" % rank
         cmd = [sys.executable, os.path.abspath(__file__), "--rank", str(rank), "--port", str(port),
                "--world", str(args.world), "--sizes", ",".join(str(s) for s in args.sizes),
                "--iters", str(args.iters), "--warmup", str(args.warmup), "--backend", args.backend]
@@ -147,6 +150,8 @@ def main():
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--backend", default="nccl", choices=["nccl", "gloo"])
     parser.add_argument("--timeout", type=int, default=300)
+    parser.add_argument("--share-gpu", action="store_true",
+                        help="every rank on GPU 0 with NCCL_HOSTID=ref-<rank> (NCCL joins them over its network)")
     args = parser.parse_args()
     if args.rank is not None:
         rank_main(args)

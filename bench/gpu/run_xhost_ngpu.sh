@@ -11,6 +11,11 @@
 #   3. to $OUT: xhost.json, xhost.md, every node's xhost-<node>.json (in xhost-nodes.json), the independent
 #      figures, the log, and a comparison (compare.txt): 7 files.
 # Usage (repository root): WHEELS=.whl OUT=/some/dir bash bench/gpu/run_xhost_ngpu.sh
+# On one GPU (SHARE_GPU=1, N default 4): every node on GPU 0 with NCCL_HOSTID=xhost-<node>, so NCCL takes the
+# nodes for N machines and joins them over its network transport (NET/IB where RDMA devices are up, else
+# NET/Socket on lo), never P2P or SHM; LINK_GBPS must then be given. SOCKET_NODE=<node> adds NCCL's own
+# NCCL_IB_DISABLE=1 to that node alone; EXPECT_RDMA=<node,...> gives those nodes xhost_fabric {rdma: true},
+# what the cluster play sets for a node whose fabric port has its RDMA functions up (bench/gpu/run_xhost_one_gpu.sh).
 # Local test without GPUs: XHOST_BACKEND=gloo N=4 LINK_GBPS=100 SKIP_INSTALL=1 ANSIBLE_PLAYBOOK=ansible-playbook
 #   SPARKFORGE_GPU_PYTHON=$PWD/.venv/bin/python XHOST_PYTHONPATH=<torch cpu dir> SIZES=4194304 CSIZES=4194304 ITERS=3
 set -uo pipefail
@@ -38,10 +43,14 @@ cd "$REPO"
 : > "$LOG"
 say() { echo "== $*" | tee -a "$LOG"; }
 
-if [ "$BACKEND" = nccl ]; then
+if [ "$BACKEND" = nccl ] && [ -z "${SHARE_GPU:-}" ]; then
     N=${N:-$(nvidia-smi -L | grep -c '^GPU ')}
 else
     N=${N:-4}
+fi
+if [ -n "${SHARE_GPU:-}" ] && [ -z "${LINK_GBPS:-}" ]; then
+    echo "SHARE_GPU: give LINK_GBPS (the nodes meet over NCCL's network transport, not NVLink)" >&2
+    exit 2
 fi
 say "$(date -u +%FT%TZ) host $(hostname) python $PY backend $BACKEND nodes $N pair sizes $SIZES x $ITERS collective $CSIZES x $CITERS (warm-up $WARMUP)"
 # shellcheck source=bench/gpu/xhost_lib.sh
@@ -52,12 +61,24 @@ say "link speed: ${LINK_GBPS:-unknown} Gb/s; fraction $FRACTION"
 
 # N hosts on this machine, each pinned to its GPU (bench/gpu/xhost-inventory.yml's settings, N of them).
 "$PY" - "$WORK/inventory.yml" "$N" "${XHOST_PYTHONPATH:-}" <<'EOF'
-import json, sys
+import json, os, sys
 path, n, pythonpath = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+share = bool(os.environ.get("SHARE_GPU"))
+socket_node = os.environ.get("SOCKET_NODE") or ""
+expect_rdma = [h for h in (os.environ.get("EXPECT_RDMA") or "").split(",") if h]
 env = "{{ {'CUDA_VISIBLE_DEVICES': bench_gpu | string, 'NCCL_DEBUG': 'INFO', 'NCCL_DEBUG_SUBSYS': 'INIT,NET'}" \
+      + (" | combine({'NCCL_HOSTID': 'xhost-' ~ inventory_hostname})" if share else "") \
+      + " | combine(bench_extra_env | default({}))" \
       + (" | combine({'PYTHONPATH': %s})" % json.dumps(pythonpath) if pythonpath else "") + " }}"
+hosts = dict(("gpu%d" % i, {"bench_gpu": 0 if share else i}) for i in range(n))
+assert not socket_node or socket_node in hosts, socket_node
+assert all(h in hosts for h in expect_rdma), expect_rdma
+if socket_node:
+    hosts[socket_node]["bench_extra_env"] = {"NCCL_IB_DISABLE": "1"}
+for h in expect_rdma:
+    hosts[h]["xhost_fabric"] = {"rdma": True}
 inventory = {"all": {"children": {"gpus": {
-    "hosts": dict(("gpu%d" % i, {"bench_gpu": i}) for i in range(n)),
+    "hosts": hosts,
     "vars": {"ansible_connection": "local",
              "ansible_python_interpreter": "{{ lookup('env', 'SPARKFORGE_GPU_PYTHON') }}",
              "xhost_python": "{{ ansible_python_interpreter }}",
@@ -84,12 +105,15 @@ PLAY_S=$("$PY" -c "import sys, time; print(round(time.time() - float(sys.argv[1]
 say "ansible-playbook exit $PLAY_RC after $PLAY_S s"
 
 say "independent collective: bench/gpu/collective_ref.py --world $N"
-PYTHONPATH=${XHOST_PYTHONPATH:-} timeout 300 "$PY" bench/gpu/collective_ref.py --out "$WORK/ref-collective.json" \
-    --world "$N" --sizes "$CSIZES" --iters "$CITERS" --warmup "$WARMUP" --backend "$BACKEND" 2>&1 | tee -a "$LOG"
+PYTHONPATH=${XHOST_PYTHONPATH:-} NCCL_SOCKET_IFNAME=lo timeout 300 "$PY" bench/gpu/collective_ref.py \
+    --out "$WORK/ref-collective.json" --world "$N" --sizes "$CSIZES" --iters "$CITERS" --warmup "$WARMUP" \
+    --backend "$BACKEND" ${SHARE_GPU:+--share-gpu} 2>&1 | tee -a "$LOG"
 say "independent ping-pong gpu0 - gpu1: bench/gpu/pingpong_ref.py"
+PAIR_GPUS=0,1
+[ -n "${SHARE_GPU:-}" ] && PAIR_GPUS=0,0
 PYTHONPATH=${XHOST_PYTHONPATH:-} NCCL_SOCKET_IFNAME=lo timeout 240 "$PY" bench/gpu/pingpong_ref.py \
-    --backend "$BACKEND" --sizes "$SIZES" --iters "$ITERS" --gpus 0,1 --tag pair --out "$WORK/ref-pair.json" \
-    2>&1 | tail -n 3 | tee -a "$LOG"
+    --backend "$BACKEND" --sizes "$SIZES" --iters "$ITERS" --gpus "$PAIR_GPUS" ${SHARE_GPU:+--hostid} \
+    --tag pair --out "$WORK/ref-pair.json" 2>&1 | tail -n 3 | tee -a "$LOG"
 
 "$PY" - "$WORK" "$PLAY_S" > "$OUT/compare.txt" <<'EOF'
 import json, os, sys
