@@ -71,26 +71,39 @@ def screen_round_bound(n):
     return 2 + int(math.ceil(math.log(max(largest, 1), 2)))
 
 
+def _text(data):
+    """What a killed child left on a pipe: bytes (TimeoutExpired keeps them undecoded), text or None."""
+    if data is None:
+        return ""
+    return data.decode("utf-8", "replace") if isinstance(data, bytes) else data
+
+
 def run_script(python, config, timeout, env=None):
-    """Run scripts/collectives.py for this host; (result dict, stderr tail)."""
+    """Run scripts/collectives.py for this host; (result dict, stderr tail). NCCL_DEBUG=INFO lines are kept in
+    the result's nccl_net whatever the end, a timeout or an exit without a result too: NCCL prints its transport
+    when it connects, and a node on sockets among RoCE peers is the one that cannot connect (each process picks its
+    own network), so its transport is the cause the verdict must name."""
     child = dict(os.environ)
     child.update(env or {})
     try:
         proc = subprocess.run([python, "-c", script_source(), json.dumps(config)], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, universal_newlines=True, timeout=timeout, env=child,
                               check=False)
-    except subprocess.TimeoutExpired:
-        return {"status": "timeout", "reason": "the check did not end within %d s" % timeout}, ""
+    except subprocess.TimeoutExpired as exc:
+        out, err = _text(exc.stdout), _text(exc.stderr)
+        return {"status": "timeout", "reason": "the check did not end within %d s" % timeout,
+                "nccl_net": fabric.nccl_net_lines(out + "\n" + err)}, err[-2000:]
     except OSError as exc:
         return {"status": "error", "reason": "cannot run %s: %s" % (python, exc)}, ""
+    nccl_net = fabric.nccl_net_lines(proc.stdout + "\n" + proc.stderr)
     lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
     if not lines:
-        tail = proc.stderr.strip().splitlines()[-5:]
+        # The error, not NCCL's INFO chatter before it.
+        tail = [line for line in proc.stderr.strip().splitlines() if "NCCL INFO" not in line][-5:]
         return {"status": "error", "reason": "the check ended (exit %s) without a result: %s"
-                % (proc.returncode, " | ".join(tail) or "no output")}, proc.stderr[-2000:]
+                % (proc.returncode, " | ".join(tail) or "no output"), "nccl_net": nccl_net}, proc.stderr[-2000:]
     result = json.loads(lines[-1])
-    # NCCL_DEBUG=INFO: NCCL's own word on the transport it used (NET/IB or NET/Socket).
-    result["nccl_net"] = fabric.nccl_net_lines(proc.stdout + "\n" + proc.stderr)
+    result["nccl_net"] = nccl_net
     return result, proc.stderr[-2000:]
 
 

@@ -193,6 +193,52 @@ def test_a_ring_all_on_sockets_fails_every_node_where_rdma_was_expected():
     assert xhost.summarize(results, hosts, speeds, 0.5)["failed_hosts"] == []
 
 
+def fake_python(tmp_path, body):
+    """A stand-in for the nodes' python: run_script calls it as ``python -c SCRIPT CONFIG``; this one ignores both,
+    prints what NCCL_DEBUG=INFO prints when it connects (SOCKETS_LOG) on stderr, then does ``body``."""
+    path = tmp_path / "python"
+    path.write_text("#!/bin/sh\ncat >&2 <<'EOF'\n%sEOF\n%s\n" % (SOCKETS_LOG, body))
+    path.chmod(0o755)
+    return str(path)
+
+
+def test_nccl_s_lines_are_kept_when_the_check_times_out_or_ends_without_a_result(tmp_path):
+    """A node on sockets among RoCE peers cannot connect (each NCCL process picks its own network): its check hangs
+    or dies after NCCL printed its transport. Those lines stay in the result, so the verdict can name the cause."""
+    result, tail = xhost.run_script(fake_python(tmp_path, "exec sleep 30"), {}, 2)
+    assert result["status"] == "timeout" and result["reason"] == "the check did not end within 2 s", result
+    assert "Using network Socket" in result["nccl_net"], result
+    assert fabric.nccl_transport(result["nccl_net"])["transport"] == "Socket"
+    assert "NET/Socket" in tail
+    result, tail = xhost.run_script(fake_python(tmp_path, "echo 'RuntimeError: NCCL error: remote process exited' >&2"
+                                                          "; exit 1"), {}, 30)
+    assert result["status"] == "error", result
+    # The reason is the error, not NCCL's INFO lines before it.
+    assert result["reason"] == ("the check ended (exit 1) without a result: RuntimeError: NCCL error: remote "
+                                "process exited"), result
+    assert "Using network Socket" in result["nccl_net"], result
+
+
+def test_the_node_on_sockets_among_roce_peers_is_named_when_the_collective_never_ends():
+    """The mixed fabric as it fails on real nodes: x3's NCCL went over sockets (NCCL_IB_DISABLE=1 on it) and died
+    without a result; x1, x2 and x4 on RoCE waited until their timeout. Every node fails (none ran the collective),
+    and x3 is named with NCCL's word on its transport."""
+    hosts = ["x1", "x2", "x3", "x4"]
+    results = dict((h, {"status": "timeout", "reason": "the check did not end within 300 s", "link_gbps": 200.0,
+                        "backend": "nccl", "expect_rdma": True, "nccl_net": fabric.nccl_net_lines(ROCE_LOG)})
+                   for h in hosts)
+    results["x3"].update(status="error", reason="the check ended (exit 1) without a result: RuntimeError: NCCL "
+                         "error", nccl_net=fabric.nccl_net_lines(SOCKETS_LOG))
+    s = xhost.summarize(results, hosts, dict((h, 200.0) for h in hosts), 0.5, min_busbw_fraction=0.5)
+    verdicts = dict((v["node"], v) for v in s["nodes"])
+    assert sorted(s["failed_hosts"]) == hosts and not s["passed"]
+    assert verdicts["x3"]["reasons"] == [
+        "the check ended (exit 1) without a result: RuntimeError: NCCL error",
+        "NCCL went over sockets (NET/Socket on enP7s7) where the other nodes used RoCE/InfiniBand: check "
+        "NCCL_IB_HCA and NCCL_IB_DISABLE on it"]
+    assert verdicts["x1"]["reasons"] == ["the check did not end within 300 s"]
+
+
 def test_parity_and_missing_nodes_in_the_verdict():
     summary = {"hosts": ["a", "b", "c"], "per_host": {}, "judged": None}
     nodes = acceptance.node_verdicts(summary, ["c: torch 2.9.1+cpu, where a has 2.13.0+cpu"])
