@@ -241,7 +241,8 @@ def test_sixteen_on_the_switch_the_grouped_search_names_the_slowed_node(switch):
 
     summary = json.loads((switch["reports"] / "xhost.json").read_text())
     screen = summary.get("screen") or {}
-    assert sorted(summary["hosts"]) == sorted(SIXTEEN) and summary["verdict"]["failed"] == [SLOW], (summary["verdict"], screen)
+    assert sorted(summary["hosts"]) == sorted(SIXTEEN) and summary["verdict"]["failed"] == [SLOW], \
+        (summary["verdict"], screen)
     assert screen["mode"] == "groups" and list(screen["bad"]) == [SLOW], screen
     assert screen["round_robin_rounds"] == 15 and screen["rounds"] < 15, screen
     assert summary["judged"]["pairs"] == [], summary["judged"]
