@@ -14,7 +14,6 @@ Usage: python collective_ref.py --out OUT.json --world N [--sizes 268435456] [--
 import argparse
 import json
 import os
-import re
 import socket
 import subprocess
 import sys
@@ -122,12 +121,6 @@ def launch(args):
         results.append(json.loads(lines[-1]) if lines and proc.returncode == 0 else None)
     report = {"world": args.world, "sizes": args.sizes, "iters": args.iters, "warmup": args.warmup,
               "backend": args.backend, "ok": all(results), "rows": []}
-    # With NCCL_DEBUG=INFO: how many channels NCCL built ("N coll channels", "Channel 00/02 : ..." rings).
-    channels = [int(n) for n in re.findall(r"NCCL INFO (\d+) coll channels", texts[0] if texts else "")]
-    channels += [int(n) for n in re.findall(r"NCCL INFO Channel \d+/(\d+) :(?: +\d+)+ *$", texts[0] if texts else "",
-                                            re.M)]
-    if channels:
-        report["nccl_channels"] = sorted(set(channels))
     if all(results):
         report.update(dict((k, results[0].get(k)) for k in ("torch", "device", "nccl")))
         for i, row in enumerate(results[0]["rows"]):
@@ -141,9 +134,8 @@ def launch(args):
     with open(args.out, "w") as handle:
         json.dump(report, handle, indent=1)
     for row in report["rows"]:
-        print("independent %s %d MiB/rank x %d ranks: %.6f s, algbw %.3f GB/s, busbw %.3f GB/s, exact %s%s" % (
-            row["op"], row["bytes"] >> 20, args.world, row["seconds"], row["algbw"], row["busbw"], row["exact"],
-            "; NCCL channels %s" % report["nccl_channels"] if report.get("nccl_channels") else ""))
+        print("independent %s %d MiB/rank x %d ranks: %.6f s, algbw %.3f GB/s, busbw %.3f GB/s, exact %s" % (
+            row["op"], row["bytes"] >> 20, args.world, row["seconds"], row["algbw"], row["busbw"], row["exact"]))
     return 0 if report["ok"] else 1
 
 
