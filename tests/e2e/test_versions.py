@@ -210,14 +210,23 @@ def test_unreachable_index_is_an_error_naming_the_url(manifest_dir):
 
 
 def test_committed_data_is_what_the_data_file_says_about_itself():
-    """The committed data holds every release 2.9.0..2.15.0 with its wheel facts; `latest` is 2.15.0."""
+    """The committed data keeps every release 2.9.0..2.15.0 with its wheel facts (a floor: adding a release
+    keeps them), and `latest` is the newest release a DGX Spark with Python 3.12 may take: no newer release is
+    passed over unless the data says why (not marked good for the class, unconfirmed, or its wheels refuse
+    that Python). No release is named as the newest, so adding one is a data change only (issue 55)."""
     sys.path.insert(0, COLLECTIONS)
-    from ansible_collections.sparkforge.stack.plugins.module_utils.build.torch_build import default_version
+    from ansible_collections.sparkforge.stack.plugins.module_utils.build.torch_build import (
+        default_version, python_allowed, version_tuple)
     from helpers import load_manifest
     releases = load_manifest()["sparkforge_torch_releases"]
     for version in ("2.9.0", "2.9.1", "2.10.0", "2.11.0", "2.12.0", "2.12.1", "2.13.0", "2.14.0", "2.14.1", "2.15.0"):
         assert version in releases and releases[version]["wheels"], version
-    assert default_version(releases, "dgx_spark", "3.12") == "2.15.0"
+    latest = default_version(releases, "dgx_spark", "3.12")
+    assert version_tuple(latest) >= version_tuple("2.15.0")
+    for version, entry in releases.items():
+        if version_tuple(version) > version_tuple(latest):
+            assert ("dgx_spark" not in (entry.get("good_for") or []) or entry.get("unconfirmed")
+                    or not python_allowed(entry, "3.12")), "latest %s passes over %s" % (latest, version)
     # The aarch64 wheels on the index are CUDA 13 builds from 2.11.0 on, CPU-only before.
     assert releases["2.10.0"]["wheels"]["aarch64"]["cuda"] == {}
     assert "nvidia-cudnn-cu13" in releases["2.11.0"]["wheels"]["aarch64"]["cuda"]
