@@ -130,6 +130,14 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.full)
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A skip is a failure in the full run (SPARKFORGE_SKIPS_FAIL=1: the collection's tests/unit/utils/skips.py)."""
+    outcome = yield
+    from ansible_collections.sparkforge.stack.tests.unit.utils.skips import skip_as_failure
+    skip_as_failure(outcome.get_result())
+
+
 def pytest_configure(config):
     # Registered here, not in pyproject.toml (an edit there changes the venv's stamp and asks for scripts/setup).
     config.addinivalue_line("markers", "bad_input_rows(*ids): the rows of docs/bad-inputs.md this test runs "

@@ -39,10 +39,13 @@ def test_the_collection_alone_passes_its_unit_tests(tmp_path):
     env = dict((k, v) for k, v in os.environ.items() if REPO not in v or k in ("PATH", "VIRTUAL_ENV"))
     env["PYTHONPATH"] = str(root)
     env["PYTHONDONTWRITEBYTECODE"] = "1"
+    # Their own report (scripts/test counts it beside pytest's: the full run's summary names them, skips too).
+    junit = os.environ.get("SPARKFORGE_JUNIT_ALONE")
     proc = subprocess.run(
-        [sys.executable, "-c", CHILD, REPO, "-q", "-p", "no:cacheprovider", "--basetemp", str(tmp_path / "basetemp"),
-         "tests/unit"],
+        [sys.executable, "-c", CHILD, REPO, "-q", "-ra", "-p", "no:cacheprovider",
+         "--basetemp", str(tmp_path / "basetemp"), "tests/unit"] + (["--junitxml", junit] if junit else []),
         cwd=str(copy), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
         timeout=1800, check=False)
     assert proc.returncode == 0, proc.stdout[-6000:]
     assert " passed" in proc.stdout.strip().splitlines()[-1] and " failed" not in proc.stdout, proc.stdout[-3000:]
+    print(proc.stdout.strip().splitlines()[-1])  # their count, with -rA in pytest's report

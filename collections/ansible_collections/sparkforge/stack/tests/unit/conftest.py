@@ -12,6 +12,7 @@ __metaclass__ = type
 import pytest
 
 from ansible_collections.sparkforge.stack.tests.unit.utils.harness import shared_manifest
+from ansible_collections.sparkforge.stack.tests.unit.utils.skips import skip_as_failure
 
 
 @pytest.fixture(scope="session")
@@ -20,3 +21,9 @@ def manifest():
     merges a defaults/main/ directory), loaded once: shared by every test, so a test that changes it works on
     copy.deepcopy(manifest)."""
     return shared_manifest()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    skip_as_failure(outcome.get_result())
