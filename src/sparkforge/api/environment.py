@@ -141,7 +141,7 @@ def _quoted_guess(value, stray):
         else " ".join([value] + stray)
 
 
-def main(argv=None):
+def _main(argv=None):
     """``python -m sparkforge.api.environment ROOT PROGRAM ARGS...``: exec PROGRAM with ARGS in the run's
     environment (the checkout ROOT's ansible.cfg), after the notes on stderr; exit 4 on a misread command line."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -165,4 +165,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(_main())

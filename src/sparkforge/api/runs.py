@@ -76,9 +76,9 @@ def parse_extravars(items):
                 raise ValueError("extra-vars %r: %s" % (text, exc))
             if "_raw_params" in pairs:
                 # ansible-playbook would keep the value up to the space and set _raw_params, silently.
-                raise ValueError("extra-vars %r: %r is no key=value: a key=value string is split at spaces, so a "
-                                 "value with a space ends there; quote it inside (-e 'key=\"a b\"') or give "
-                                 "@file or a JSON mapping" % (text, pairs["_raw_params"]))
+                raise ValueError("extra-vars %r: %r is no key=value (expected key=value, @file or a JSON "
+                                 "mapping): a key=value string is split at spaces, so a value with a space ends "
+                                 "there; quote it inside (-e 'key=\"a b\"')" % (text, pairs["_raw_params"]))
             merged.update(pairs)
     return merged
 
@@ -262,7 +262,8 @@ def run_playbook(action, inventory, playbook=None, limit=None, extravars=None, c
             pass
         result = RunResult(action=action, status=runner.status, rc=runner.rc if runner.rc is not None else -1,
                            hosts=hosts, duration_s=round(time.monotonic() - started, 2),
-                           warnings=notes + collector.warnings, stats=collector.stats, generations=collector.generations,
+                           warnings=notes + collector.warnings, stats=collector.stats,
+                           generations=collector.generations,
                            artifacts_dir=workdir if keep else None, **common)
         if runner.status in ("canceled", "timeout"):
             result.error = "run %s after %.0fs" % (runner.status, result.duration_s)
