@@ -89,18 +89,22 @@ def test_the_defaults_resolve_in_the_directory_ansible_playbook_runs_in(tmp_path
     assert json.loads(out.read_text()) == want
 
 
+@pytest.mark.bad_input_rows("L05")
 def test_the_cli_passes_the_directory_it_runs_in(tmp_path):
     """The CLI runs ansible-playbook through ansible-runner, in the playbook's directory: the defaults still
-    resolve in the directory the CLI was started from (SPARKFORGE_RUN_DIR), under cron's environment too; the
-    reports in the project's reports/, the CLI's own default."""
+    resolve in the directory the CLI was started from (SPARKFORGE_RUN_DIR), under cron's environment (and
+    LC_ALL=C) too; the reports in the project's reports/, the CLI's own default."""
     work, out = tmp_path / "work", tmp_path / "values.json"
     work.mkdir()
     playbook = show_defaults_playbook(str(tmp_path / "elsewhere"))
     proc = subprocess.run([os.path.join(BIN, "sparkforge"), "provision", "--plain", "--playbook", playbook, "-i",
                            local_inventory(str(tmp_path / "inventory.yml")), "-e", "out=%s" % out],
-                          cwd=str(work), env=cron_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          cwd=str(work), env=cron_env(LC_ALL="C"), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                           universal_newlines=True, timeout=300, check=False)
     assert proc.returncode == 0, proc.stdout[-3000:]
+    # LC_ALL=C: one line saying what the run uses (it printed "ERROR: ERROR: Ansible requires the locale ...").
+    assert "sparkforge: LC_ALL=C is not a UTF-8 locale, which ansible-core needs: the run uses LC_ALL=C.UTF-8" \
+        in proc.stdout and "ERROR" not in proc.stdout, proc.stdout[-3000:]
     want = expected(str(work))
     # The reports go where the CLI says (its sparkforge_reports_dir: the project's reports/, where `sparkforge
     # report` reads them); the cluster's key where the same line of ansible-playbook would keep it.
