@@ -28,6 +28,7 @@ import sys
 import yaml
 
 from sparkforge import __version__, api, versions
+from sparkforge.api import environment
 
 
 def _bounded(kind, low, high):
@@ -257,15 +258,18 @@ def build_parser():
         p.add_argument("-i", "--inventory", action="append",
                        help="inventory file or directory, or 'host1,host2,' (repeatable; default "
                             "$SPARKFORGE_INVENTORY, else inventory/hosts.yml of the project)")
-        p.add_argument("-l", "--limit", help="host pattern to limit the run to")
+        p.add_argument("-l", "--limit", help="host pattern to limit the run to (given twice, the last one counts, "
+                                             "as with ansible-playbook; empty is refused)")
         p.add_argument("-e", "--extra-vars", action="append", default=[], metavar="VARS",
                        help="key=value, @file.yml or a JSON mapping (repeatable)")
         p.add_argument("--playbook", help="playbook to run (default playbooks/spark.yml)")
         if check_flag:
             p.add_argument("-C", "--check", action="store_true", help="check mode: report, change nothing")
             p.add_argument("-D", "--diff", action="store_true", help="show diffs of changed files")
-            p.add_argument("-t", "--tags", help="only run tasks with these tags (comma-separated)")
-            p.add_argument("--skip-tags", help="skip tasks with these tags (comma-separated)")
+            p.add_argument("-t", "--tags", action="append",
+                           help="only run tasks with these tags (comma-separated; repeatable, the tags add up)")
+            p.add_argument("--skip-tags", action="append",
+                           help="skip tasks with these tags (comma-separated; repeatable, the tags add up)")
         p.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
         p.add_argument("--plain", action="store_true", help="plain progress lines, even on a terminal")
         p.add_argument("-q", "--quiet", action="store_true", help="no progress display")
@@ -318,6 +322,17 @@ def build_parser():
     return parser
 
 
+def _tag_list(values):
+    """Every tag of repeated -t/--skip-tags options, each comma-separated, in order, once (ansible-playbook's
+    meaning: the tags add up), or None."""
+    tags = []
+    for value in values or []:
+        for tag in value.split(","):
+            if tag.strip() and tag.strip() not in tags:
+                tags.append(tag.strip())
+    return tags or None
+
+
 def _default_inventory(project_dir):
     env = os.environ.get("SPARKFORGE_INVENTORY")
     if env:
@@ -331,6 +346,12 @@ def main(argv=None, stdout=None, stderr=None):
     stdout = stdout or sys.stdout
     stderr = stderr or sys.stderr
     parser = build_parser()
+    # What argparse would take, or refuse without saying why: an empty -l or -t, an -e split by the shell.
+    problems = environment.argv_problems(list(sys.argv[1:] if argv is None else argv))
+    if problems:
+        parser.print_usage(stderr)
+        stderr.write("".join("sparkforge: error: %s\n" % problem for problem in problems))
+        return api.EXIT_USAGE
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:
@@ -352,6 +373,10 @@ def main(argv=None, stdout=None, stderr=None):
             _print_report(rep, stdout)
         return api.EXIT_USAGE if rep.error else api.EXIT_OK
 
+    config = os.path.join(api.project_root(args.project_dir), "ansible.cfg")
+    for note in environment.run_environment(os.environ, config if os.path.isfile(config) else None)[1]:
+        # The run overrides these (runs.run_playbook); the user hears it before the run, on stderr.
+        stderr.write("sparkforge: %s\n" % note)
     inventory = args.inventory or _default_inventory(args.project_dir)
     if isinstance(inventory, list) and len(inventory) == 1:
         inventory = inventory[0]
@@ -378,9 +403,8 @@ def main(argv=None, stdout=None, stderr=None):
             kwargs["playbook"] = kwargs["playbook"] or os.path.join("playbooks", "cluster.yml")
             result = api.run_playbook("cluster", inventory, check=args.check, **kwargs)
         else:
-            result = api.provision(inventory, check=args.check, diff=args.diff,
-                                   tags=args.tags.split(",") if args.tags else None,
-                                   skip_tags=args.skip_tags.split(",") if args.skip_tags else None, **kwargs)
+            result = api.provision(inventory, check=args.check, diff=args.diff, tags=_tag_list(args.tags),
+                                   skip_tags=_tag_list(args.skip_tags), **kwargs)
     finally:
         if display is not None:
             display.close()

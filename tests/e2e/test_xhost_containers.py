@@ -104,17 +104,20 @@ def cluster(torch_dir, tmp_path_factory):
                            # playbooks/xhost.yml run on its own (cluster.yml sets these from the fabric).
                            "xhost_ifname": port}
         start_hosts(specs)
-        reports = root / "reports"
+        # The guide's checkout, where its commands run as written: the cluster is inventory/sparks.yml. The
+        # reports and the cluster's key pair are the roles' defaults there (reports/, .sparkforge-cluster-keys/ of
+        # the directory the lines run in), as the guide sets none.
+        checkout = user_checkout(root)
+        reports = root / "checkout" / "reports"
         reports.mkdir()
         group = {
             "cluster_fabric_subnet": str(subnet), "cluster_ssh_user": "root",
-            "cluster_ssh_key_dir": str(root / "keys"), "cluster_fabric_report_dir": str(reports),
             "cluster_fabric_sysfs_root": SYSFS, "cluster_fabric_proc_root": PROCFS,
             "cluster_fabric_apply_command": [],
             "runtime_env_sm_archs": ["sm_121"], "runtime_env_venv_hook": False,
             "cluster_xhost_env": {"PYTHONPATH": "/opt/xtorch"},
             "xhost_backend": "gloo", "xhost_python": "/usr/bin/python3", "xhost_env": {"PYTHONPATH": "/opt/xtorch"},
-            "xhost_master_addr": addresses["x1"], "xhost_report_dir": str(reports),
+            "xhost_master_addr": addresses["x1"],
             "xhost_link_speed_gbps": 1.0, "xhost_sizes": [1 << 20, 4 << 20], "xhost_iters": 3,
             "xhost_collective_sizes": [1 << 20], "xhost_collective_iters": 3, "xhost_warmup_iters": 1,
             # gloo's collectives on the CPU of a loaded 2-core machine run at 0.3 Gb/s or less (28% of the
@@ -126,8 +129,6 @@ def cluster(torch_dir, tmp_path_factory):
             # Each node's health, on here although gloo runs on the CPU: the play's sampler, its reading and the
             # comparison run over the stand-ins (health_stand_ins).
             "xhost_node_health": True, "xhost_node_health_proc_root": PROCFS}
-        # The guide's checkout, where its commands run as written: the cluster is inventory/sparks.yml.
-        checkout = user_checkout(root)
         inventory = os.path.join(checkout, "inventory", "sparks.yml")
         with open(inventory, "w") as handle:
             yaml.safe_dump({"all": {"children": {"sparks": {"hosts": hosts, "vars": group}}}}, handle)

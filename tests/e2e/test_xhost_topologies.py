@@ -77,11 +77,12 @@ ACCEPTANCE = {
     "xhost_join_timeout": 60, "xhost_op_timeout": 120}
 
 
-def common_vars(root, reports):
-    group = {"cluster_ssh_user": "root", "cluster_ssh_key_dir": str(root / "keys"),
-             "cluster_fabric_report_dir": str(reports), "cluster_fabric_sysfs_root": SYSFS,
+def common_vars():
+    """The group's variables: the stand-ins' and the acceptance's; no report or key directory (the guide sets none:
+    the roles' defaults, reports/ and .sparkforge-cluster-keys/ of the checkout the lines run in)."""
+    group = {"cluster_ssh_user": "root", "cluster_fabric_sysfs_root": SYSFS,
              "cluster_fabric_proc_root": PROCFS, "cluster_fabric_apply_command": [],
-             "runtime_env_sm_archs": ["sm_121"], "runtime_env_venv_hook": False, "xhost_report_dir": str(reports)}
+             "runtime_env_sm_archs": ["sm_121"], "runtime_env_venv_hook": False}
     group.update(ACCEPTANCE)
     return group
 
@@ -117,12 +118,12 @@ def switch(torch_dir, tmp_path_factory):
                            "sparkforge_fabric_address": addresses[host], "xhost_ifname": SWITCH_PORT}
         # The first eight now; the other eight join for the sixteen-node search only (its test starts them).
         start_hosts(dict((names[h], specs[names[h]]) for h in SWITCH))
+        checkout = user_checkout(root)
         # Not made here: cluster.yml makes it, as in a fresh checkout.
-        reports = root / "reports"
-        group = common_vars(root, reports)
+        reports = root / "checkout" / "reports"
+        group = common_vars()
         group.update(cluster_fabric_topology="switch", cluster_fabric_subnet=str(subnet),
                      xhost_master_addr=addresses["s1"])
-        checkout = user_checkout(root)
         everyone = hosts
         hosts = dict((h, everyone[h]) for h in SWITCH)
         cluster = {"inventory": os.path.join(checkout, "inventory", "sparks.yml"),
@@ -304,14 +305,14 @@ def ring(torch_dir, tmp_path_factory):
         for h in RING:
             rc, text = sh({"names": names}, h, "printf '%s' >> /etc/hosts" % names_file)
             assert rc == 0, text
-        reports = root / "reports"
+        checkout = user_checkout(root)
+        reports = root / "checkout" / "reports"
         reports.mkdir()
-        group = common_vars(root, reports)
+        group = common_vars()
         group.update(cluster_fabric_topology="ring", cluster_fabric_mode="static", cluster_fabric_subnet=pool,
                      cluster_fabric_rdma_bw_duration=1)
         hosts = dict((h, {"ansible_connection": CONNECTION, "ansible_host": names[h],
                           "ansible_python_interpreter": "/usr/bin/python3"}) for h in RING)
-        checkout = user_checkout(root)
         cluster = {"inventory": os.path.join(checkout, "inventory", "ring.yml"), "names": names, "root": root,
                    "reports": reports, "plan": plan, "cables": cables, "checkout": checkout}
         write_inventory(cluster, hosts, group)

@@ -268,7 +268,13 @@ def test_the_quickstart_scripts_spark_check_with_a_fake_gpu(tmp_path, template_v
     checkout = user_checkout(tmp_path)
     for name in ("scripts", "pyproject.toml"):
         os.symlink(os.path.join(REPO, name), os.path.join(checkout, name))
-    os.rename(host["inventory"], os.path.join(checkout, "inventory", "hosts.yml"))
+    # The README sets no reports directory: the roles' defaults (reports/ where scripts/spark is run) hold.
+    with open(host["inventory"]) as handle:
+        inventory = yaml.safe_load(handle)
+    for name in ("sparkforge_fleet_report_dir", "sparkforge_reports_dir"):
+        del inventory["all"]["vars"][name]
+    with open(os.path.join(checkout, "inventory", "hosts.yml"), "w") as handle:
+        yaml.safe_dump(inventory, handle)
     line = readme.command("README.md", "scripts/spark", heading="## Quickstart").split("#")[0].strip() + " --check"
     assert line == "scripts/spark --check", line
     assert "`--check` shows the plan" in readme.section("README.md", "## Quickstart")
@@ -284,6 +290,7 @@ def test_the_quickstart_scripts_spark_check_with_a_fake_gpu(tmp_path, template_v
     assert proc.returncode == 0, out[-4000:]
     recap = re.search(r"localhost\s+: ok=\d+\s+changed=(\d+)\s+unreachable=0\s+failed=0", out)
     assert recap and recap.group(1) == "0", out[-4000:]
+    assert not os.path.exists(os.path.join(checkout, "reports"))  # check mode: the default directory not made
     # The plan, for the fake GPU: the venv's torch, the one it has.
     assert "platform gh200 (9.0), PyTorch %s from existing" % TORCH in out, out[-4000:]
     assert re.search(r"pytorch\s+install\s+PyTorch %s from the existing" % re.escape(TORCH), out), out[-4000:]

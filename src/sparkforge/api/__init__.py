@@ -43,6 +43,8 @@ Modules (import from ``sparkforge.api``; the names below are its public API, ``_
 ``processes``  RUN_TOKEN_VAR, run_processes, end_run_processes (a run's processes, ended at cancel and exit)
 ``reports``    report, list_runs
 ``project``    project_root
+``environment`` run_environment, argv_problems, PROTECTIONS, RUN_DIR_VAR, UTF8_LOCALE (the run's environment
+               and command line, for the CLI and scripts/spark)
 """
 
 from __future__ import absolute_import, division, print_function
@@ -50,6 +52,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from .actions import bundle, plan, provision, rollback, status, verify
+from .environment import PROTECTIONS, RUN_DIR_VAR, UTF8_LOCALE, argv_problems, run_environment
 from .events import extract_build_status, extract_reports, extract_wheels
 from .processes import RUN_TOKEN_VAR, end_run_processes, run_processes
 from .project import project_root
@@ -74,4 +77,6 @@ __all__ = [
     "list_runs", "report",
     # project
     "project_root",
+    # environment
+    "PROTECTIONS", "RUN_DIR_VAR", "UTF8_LOCALE", "argv_problems", "run_environment",
 ]

@@ -17,6 +17,7 @@ import time
 
 import yaml
 
+from .environment import RUN_DIR_VAR, run_environment
 from .events import _Collector
 from .processes import _ACTIVE_LOCK, _ACTIVE_TOKENS, RUN_TOKEN_VAR, end_run_processes
 from .project import project_root
@@ -74,8 +75,10 @@ def parse_extravars(items):
             except Exception as exc:  # ansible raises its own error types for bad quoting
                 raise ValueError("extra-vars %r: %s" % (text, exc))
             if "_raw_params" in pairs:
-                raise ValueError("extra-vars %r: expected key=value, @file or a JSON mapping"
-                                 % pairs["_raw_params"])
+                # ansible-playbook would keep the value up to the space and set _raw_params, silently.
+                raise ValueError("extra-vars %r: %r is no key=value (expected key=value, @file or a JSON "
+                                 "mapping): a key=value string is split at spaces, so a value with a space ends "
+                                 "there; quote it inside (-e 'key=\"a b\"')" % (text, pairs["_raw_params"]))
             merged.update(pairs)
     return merged
 
@@ -165,16 +168,19 @@ def run_playbook(action, inventory, playbook=None, limit=None, extravars=None, c
         extra.setdefault("sparkforge_run_id", run_id)
         extra.setdefault("sparkforge_reports_dir", os.path.join(root, "reports"))
 
-        env = {
-            "ANSIBLE_CONFIG": os.path.join(root, "ansible.cfg"),
-            "ANSIBLE_NOCOLOR": "1",
-            "ANSIBLE_FORCE_COLOR": "0",
-            "ANSIBLE_RETRY_FILES_ENABLED": "0",
-            # An inventory that does not parse is an error naming it, with or without the project's ansible.cfg.
-            "ANSIBLE_INVENTORY_ANY_UNPARSED_IS_FAILED": "1",
-            # A key written twice in a YAML mapping is an error (the project's ansible.cfg says the same).
-            "ANSIBLE_DUPLICATE_YAML_DICT_KEY": "error",
-        }
+        config = os.path.join(root, "ansible.cfg")
+        # The project's ansible.cfg and its protections (duplicate keys, an inventory that does not parse) over
+        # what the user exported, and a UTF-8 locale (environment.run_environment; its notes become warnings).
+        changes, notes = run_environment(os.environ, config if os.path.isfile(config) else None)
+        env = dict(changes, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0", ANSIBLE_RETRY_FILES_ENABLED="0")
+        # The defaults that follow the directory the user runs from (lookup sparkforge.stack.run_context: the
+        # cluster's keys, the reports) take this process's: ansible-runner starts ansible-playbook in the
+        # playbook's directory.
+        try:
+            env[RUN_DIR_VAR] = os.getcwd()
+        except OSError as exc:
+            return _error_result(action, "the current directory cannot be read (%s): cd into a directory that "
+                                         "exists and run again" % exc, **common)
         bindir = os.path.dirname(sys.executable)
         if os.path.exists(os.path.join(bindir, "ansible-playbook")):
             env["PATH"] = bindir + os.pathsep + os.environ.get("PATH", "")
@@ -182,9 +188,8 @@ def run_playbook(action, inventory, playbook=None, limit=None, extravars=None, c
             env.update({str(k): str(v) for k, v in envvars.items()})
         token = "%s-%d-%s" % (run_id, os.getpid(), base64.b32encode(os.urandom(5)).decode().lower())
         env[RUN_TOKEN_VAR] = token
-        if not os.path.isfile(env["ANSIBLE_CONFIG"]):
+        if "ANSIBLE_CONFIG" not in env:
             # No ansible.cfg (an installed package run elsewhere): still find the collection.
-            del env["ANSIBLE_CONFIG"]
             if os.path.isdir(os.path.join(root, "collections")) and "ANSIBLE_COLLECTIONS_PATH" not in env:
                 env["ANSIBLE_COLLECTIONS_PATH"] = os.pathsep.join(
                     [os.path.join(root, "collections")] +
@@ -257,7 +262,8 @@ def run_playbook(action, inventory, playbook=None, limit=None, extravars=None, c
             pass
         result = RunResult(action=action, status=runner.status, rc=runner.rc if runner.rc is not None else -1,
                            hosts=hosts, duration_s=round(time.monotonic() - started, 2),
-                           warnings=collector.warnings, stats=collector.stats, generations=collector.generations,
+                           warnings=notes + collector.warnings, stats=collector.stats,
+                           generations=collector.generations,
                            artifacts_dir=workdir if keep else None, **common)
         if runner.status in ("canceled", "timeout"):
             result.error = "run %s after %.0fs" % (runner.status, result.duration_s)
