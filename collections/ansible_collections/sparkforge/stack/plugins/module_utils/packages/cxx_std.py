@@ -269,6 +269,19 @@ def newest_accepting(std, releases):
 
 # ---- the compiler ---------------------------------------------------------------------------
 
+def parse_compiler_version(text):
+    """('gcc', '13.2.0') or ('clang', '18.1.3') from `c++ --version`; None when unrecognised."""
+    match = re.search(r"clang version (\d+(?:\.\d+)*)", text or "")
+    if match:
+        return ("clang", match.group(1))
+    first = (text or "").strip().splitlines()[0] if (text or "").strip() else ""
+    if re.match(r"^(g\+\+|c\+\+|gcc)\b", first) or "Free Software Foundation" in (text or ""):
+        numbers = re.findall(r"\b(\d+\.\d+(?:\.\d+)?)\b", first)
+        if numbers:
+            return ("gcc", numbers[-1])
+    return None
+
+
 def compiler_words(compiler):
     return "none (no c++ on PATH)" if not compiler else "%s %s" % ("GCC" if compiler[0] == "gcc" else "Clang",
                                                                     compiler[1])

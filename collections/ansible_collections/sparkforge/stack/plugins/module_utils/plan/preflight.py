@@ -19,6 +19,7 @@ import re
 
 from ansible_collections.sparkforge.stack.plugins.module_utils.build.build_common import JobError
 from ansible_collections.sparkforge.stack.plugins.module_utils.packages import cxx_std
+from ansible_collections.sparkforge.stack.plugins.module_utils.packages.cxx_std import parse_compiler_version  # noqa: F401
 from ansible_collections.sparkforge.stack.plugins.module_utils.packages.ml_packages import MatrixError
 from ansible_collections.sparkforge.stack.plugins.module_utils.packages.ml_packages import canonical_name
 from ansible_collections.sparkforge.stack.plugins.module_utils.packages.ml_packages import resolve as ml_resolve
@@ -146,19 +147,6 @@ def select_torch_version(requested, releases, platform_class, python_version=Non
         raise PlanError("PyTorch %s requires Python %s and this host has %s: pin an older release or "
                         "install a newer Python" % (requested, " / ".join(needs), python_version))
     return requested
-
-
-def parse_compiler_version(text):
-    """('gcc', '13.2.0') or ('clang', '18.1.3') from `c++ --version`; None when unrecognised."""
-    match = re.search(r"clang version (\d+(?:\.\d+)*)", text or "")
-    if match:
-        return ("clang", match.group(1))
-    first = (text or "").strip().splitlines()[0] if (text or "").strip() else ""
-    if re.match(r"^(g\+\+|c\+\+|gcc)\b", first) or "Free Software Foundation" in (text or ""):
-        numbers = re.findall(r"\b(\d+\.\d+(?:\.\d+)?)\b", first)
-        if numbers:
-            return ("gcc", numbers[-1])
-    return None
 
 
 def compiler_problems(torch_version, release, min_compilers, compiler):
