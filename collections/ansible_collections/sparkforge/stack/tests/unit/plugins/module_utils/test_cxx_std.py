@@ -295,3 +295,52 @@ def test_an_optional_package_of_a_profile_is_a_warning_not_a_refusal():
     # Named by the user, the same conflict refuses the plan.
     res = StackPlanJob(plan_params({"ml_profile": "inference", "ml_packages": ["xformers"]}), plan_host()).run()
     assert [p["message"] for p in res["problems"] if p["check"] == "cxx"] == [warning]
+
+
+# ---- the class builder: the sdist's own setup.py, read before anything compiles ------------------------------
+
+def stand_in_venv(tmp_path, sdist):
+    """A venv whose `python -m pip download ... -d DEST REQ` puts ``sdist`` into DEST (and does nothing else)."""
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    python = venv / "bin" / "python"
+    python.write_text("#!/bin/sh\nwhile [ $# -gt 0 ]; do [ \"$1\" = -d ] && dest=$2; shift; done\n"
+                      "mkdir -p \"$dest\" && cp %s \"$dest\"/\n" % sdist)
+    python.chmod(0o755)
+    return str(venv)
+
+
+def an_sdist(tmp_path, text):
+    import tarfile
+    project = tmp_path / "pkg-1.0"
+    project.mkdir()
+    (project / "setup.py").write_text(text)
+    archive = str(tmp_path / "pkg-1.0.tar.gz")
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(str(project), arcname="pkg-1.0")
+    return archive
+
+
+@pytest.mark.parametrize("fixed", [False, True])
+def test_the_class_builder_reads_the_sdist_and_refuses_before_building(tmp_path, fixed):
+    from ansible_collections.sparkforge.stack.plugins.module_utils._common.job import JobError
+    from ansible_collections.sparkforge.stack.plugins.module_utils.packages import heavy_wheels
+    m = shared_manifest()
+    venv = stand_in_venv(tmp_path, an_sdist(tmp_path, setup_py(17)))
+    fixes = [{"file": "setup.py", "pattern": r"-std=c\+\+17", "replace": "-std=c++20", "count": 1, "cxx_std": 20}]
+    item = {"name": "pkg", "requirement": "pkg==1.0", "source": {"spec": None, "env": {}, "build_isolation": False},
+            "gpu_env": {"TORCH_CUDA_ARCH_LIST": "12.1"}, "audit_targets": ["12.1"],
+            "gpu_build": {"jobs_env": "MAX_JOBS", "fixes": fixes if fixed else []},
+            "cxx_facts": {"releases": m["sparkforge_torch_releases"], "checked": m["sparkforge_torch_cxx_checked"],
+                          "min_compilers": m["sparkforge_cxx_min_compilers"]},
+            "cxx_compiler": ("gcc", "13.3.0"), "torch_version": "2.15.0"}
+    p = {"venv": venv, "wheel_dir": str(tmp_path / "wheels"), "log_dir": None, "force": False,
+         "cuda_arch_list": "12.1", "depends_on": "0" * 64}
+    if not fixed:
+        with pytest.raises(JobError, match=r"pkg 1\.0 builds as C\+\+17 \(setup\.py line 6: flags = \[\"-O3\", "
+                                           r"\"-std=c\+\+17\"\]\), but torch 2\.15\.0's headers require C\+\+20"):
+            heavy_wheels.build_one(item, p, [], {}, "release 13.0", "3.12", check_mode=True)
+        assert not os.path.exists(p["wheel_dir"])
+        return
+    result = heavy_wheels.build_one(item, p, [], {}, "release 13.0", "3.12", check_mode=True)
+    assert result["cxx"]["std"] == 20 and result["plan"].startswith("would build pkg from pkg-1.0.tar.gz")
