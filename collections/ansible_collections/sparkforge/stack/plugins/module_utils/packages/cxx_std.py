@@ -335,7 +335,8 @@ def plan_build(package, release, gpu_build, torch, releases, floors, compiler, f
         out["forced"] = cxx.get("forces")
         out["flags"] = list(cxx.get("text") or [])
         checked = cxx.get("checked")
-        out["forced_from"] = ("data (gpu_build.cxx): %s" % (" / ".join(checked) if isinstance(checked, list) else checked)
+        checked = " / ".join(checked) if isinstance(checked, list) else checked
+        out["forced_from"] = ("data (gpu_build.cxx): %s" % checked
                               if cxx else "no gpu_build.cxx data and no sdist at hand: assumed to give no -std")
         out["std"] = min(int(f["cxx_std"]) for f in fixes) if fixes else out["forced"]
     need = torch["std"]

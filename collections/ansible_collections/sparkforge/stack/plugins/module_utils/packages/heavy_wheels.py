@@ -38,7 +38,6 @@ from ansible_collections.sparkforge.stack.plugins.module_utils.packages import g
 from ansible_collections.sparkforge.stack.plugins.module_utils.cuda import fatbin
 from ansible_collections.sparkforge.stack.plugins.module_utils.packages import cxx_std, heavy_build, ml_gpu
 from ansible_collections.sparkforge.stack.plugins.module_utils.packages.ml_packages_job import host_compiler
-from ansible_collections.sparkforge.stack.plugins.module_utils.plan.preflight import venv_torch_version
 from ansible_collections.sparkforge.stack.plugins.module_utils.packages import elf_links
 from ansible_collections.sparkforge.stack.plugins.module_utils.packages import ml_packages as mp
 from ansible_collections.sparkforge.stack.plugins.module_utils.build.build_common import (
@@ -285,9 +284,9 @@ class HeavyWheelsJob(Job):
                  "python_id": python_version(python, self.system),
                  "index": mp.index_args(p["index_url"], p["extra_index_urls"], p["find_links"], p["no_index"])}
         if p.get("cxx_facts"):
-            compiler = host_compiler(self.system)
+            compiler, torch_version = host_compiler(self.system), mp.venv_torch_version(p["venv"])
             for item in heavy:
-                item.update(cxx_facts=p["cxx_facts"], cxx_compiler=compiler, torch_version=venv_torch_version(p["venv"]))
+                item.update(cxx_facts=p["cxx_facts"], cxx_compiler=compiler, torch_version=torch_version)
         base_env = dict((str(k), str(v)) for k, v in (p["env"] or {}).items())
         base_env.setdefault("CUDA_HOME", p["cuda_home"])
         state["base_env"] = base_env

@@ -13,15 +13,20 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import glob
 import os
 import re
 
 from ansible_collections.sparkforge.stack.plugins.module_utils.build.build_common import JobError
 from ansible_collections.sparkforge.stack.plugins.module_utils.packages import cxx_std
-from ansible_collections.sparkforge.stack.plugins.module_utils.packages.cxx_std import parse_compiler_version  # noqa: F401
+# Imported from here by stack_plan_job and the tests.
+from ansible_collections.sparkforge.stack.plugins.module_utils.packages.cxx_std import (  # noqa: F401
+    parse_compiler_version,
+)
 from ansible_collections.sparkforge.stack.plugins.module_utils.packages.ml_packages import MatrixError
 from ansible_collections.sparkforge.stack.plugins.module_utils.packages.ml_packages import canonical_name
+from ansible_collections.sparkforge.stack.plugins.module_utils.packages.ml_packages import (  # noqa: F401
+    venv_torch_version,
+)
 from ansible_collections.sparkforge.stack.plugins.module_utils.packages.ml_packages import resolve as ml_resolve
 from ansible_collections.sparkforge.stack.plugins.module_utils.host.platforms import version_tuple
 from ansible_collections.sparkforge.stack.plugins.module_utils.plan import arch_plan
@@ -168,20 +173,6 @@ def compiler_problems(torch_version, release, min_compilers, compiler):
                          % (torch_version, std, wanted, "GCC" if kind == "gcc" else "Clang", version,
                             floors.get("gcc", "12")))]
     return []
-
-
-def venv_torch_version(venv):
-    """The torch version a venv holds, read from its site-packages' dist-info (no interpreter run);
-    None when it holds none (or the venv does not exist)."""
-    found = sorted(glob.glob(os.path.join(venv, "lib", "python*", "site-packages", "torch-*.dist-info", "METADATA")))
-    for path in found:
-        with open(path, errors="replace") as handle:
-            for line in handle:
-                if line.startswith("Version:"):
-                    return line.split(":", 1)[1].strip()
-                if not line.strip():
-                    break
-    return None
 
 
 def existing_torch_problems(venv, have, planned):

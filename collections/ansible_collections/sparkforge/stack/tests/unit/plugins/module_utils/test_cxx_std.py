@@ -262,7 +262,8 @@ def test_stack_plan_prints_each_build_with_the_facts_it_rests_on():
     text = "\n".join(res["plan_text"])
     assert "flash-attn 2.8.3.post2: torch 2.15.0, C++20 (set by the entry's fix), compiler GCC 13.3.0, arch list 12.1" \
         in text
-    assert "causal-conv1d 1.7.0: torch 2.15.0, C++20 (no -std of its own: torch's cpp_extension adds -std=c++20)" in text
+    assert ("causal-conv1d 1.7.0: torch 2.15.0, C++20 (no -std of its own: torch's cpp_extension adds "
+            "-std=c++20)") in text
     assert "torch 2.15.0 headers: C++20 (torch 2.15.0 wheel (sha256 48c2d861" in text
     assert "fix: setup.py: setup.py hard-codes -std=c++17" in text
     assert json.dumps(res["plan"]["gpu_builds"])  # the plan's JSON carries them
