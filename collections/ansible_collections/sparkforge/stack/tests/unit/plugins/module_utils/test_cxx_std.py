@@ -138,7 +138,8 @@ def test_a_fix_whose_count_no_longer_matches_is_refused_at_plan_time():
     build = cxx_std.plan_build("flash-attn", "9.9", gpu_build, torch, RELEASES, FLOORS, ("gcc", "13.3.0"),
                                {"setup.py": setup_py(17)})
     assert build["problems"] == ["flash-attn: the fix that sets C++20 matched 1 time(s) in setup.py, the checked "
-                                 "release has 4: the file changed; check the new release and update gpu_build.fixes"]
+                                 "release has 4: the file changed; check the new release and update gpu_build.fixes"], \
+        "K05"
 
 
 def test_no_compiler_is_named_with_what_to_install():
@@ -216,7 +217,7 @@ def test_ml_packages_refuses_the_build_before_fetching_anything(venv, check_mode
     assert row["status"] == "failed" and row["cxx"]["std"] == 17 and row["cxx"]["torch_std"] == 20
     assert row["reason"].startswith("flash-attn 2.8.3.post2 builds as C++17 (setup.py line 201")
     assert "torch 2.15.0+cu130's headers require C++20" in row["reason"]
-    assert row["reason"].endswith("(nothing was fetched or built)")
+    assert row["reason"].endswith("(nothing was fetched or built)"), "K03"
     # pip was asked the dry run only: no download, no wheel, nothing installed.
     assert [c[0] for c in pip.commands if c[0] in ("download", "wheel")] == []
     assert not [c for c in pip.commands if c[0] == "install" and "--dry-run" not in c]
@@ -276,14 +277,14 @@ def test_stack_plan_refuses_a_requested_package_whose_build_conflicts():
     res = StackPlanJob(plan_params({"ml_packages": ["flash-attn"]}, m), plan_host()).run()
     (problem,) = [p["message"] for p in res["problems"] if p["check"] == "cxx"]
     assert problem.startswith("flash-attn 2.8.3.post2 builds as C++17 (setup.py line 201")
-    assert "pin sparkforge_torch_version to 2.13.0" in problem and res["ready"] is False
+    assert "pin sparkforge_torch_version to 2.13.0" in problem and res["ready"] is False, "K01"
 
 
 def test_stack_plan_refuses_an_old_compiler_for_the_fixed_build():
     old = "g++ (Ubuntu 10.5.0-1ubuntu1~22.04) 10.5.0\nCopyright (C) 2022 Free Software Foundation, Inc.\n"
     res = StackPlanJob(plan_params({"ml_packages": ["flash-attn"]}), plan_host(old)).run()
     (problem,) = [p["message"] for p in res["problems"] if p["check"] == "cxx"]
-    assert "flash-attn 2.8.3.post2 builds as C++20, which needs Clang >= 10 or GCC >= 11" in problem
+    assert "flash-attn 2.8.3.post2 builds as C++20, which needs Clang >= 10 or GCC >= 11" in problem, "K02"
 
 
 def test_an_optional_package_of_a_profile_is_a_warning_not_a_refusal():
@@ -292,7 +293,7 @@ def test_an_optional_package_of_a_profile_is_a_warning_not_a_refusal():
     assert [p for p in res["problems"] if p["check"] == "cxx"] == []
     (warning,) = res["build_warnings"]
     assert warning.startswith("xformers 0.0.35 builds as C++17") and "or leave xformers out" in warning
-    assert any(line.startswith("warning: [cxx] xformers 0.0.35") for line in res["plan_text"])
+    assert any(line.startswith("warning: [cxx] xformers 0.0.35") for line in res["plan_text"]), "K06"
     # Named by the user, the same conflict refuses the plan.
     res = StackPlanJob(plan_params({"ml_profile": "inference", "ml_packages": ["xformers"]}), plan_host()).run()
     assert [p["message"] for p in res["problems"] if p["check"] == "cxx"] == [warning]
@@ -341,7 +342,7 @@ def test_the_class_builder_reads_the_sdist_and_refuses_before_building(tmp_path,
         with pytest.raises(JobError, match=r"pkg 1\.0 builds as C\+\+17 \(setup\.py line 6: flags = \[\"-O3\", "
                                            r"\"-std=c\+\+17\"\]\), but torch 2\.15\.0's headers require C\+\+20"):
             heavy_wheels.build_one(item, p, [], {}, "release 13.0", "3.12", check_mode=True)
-        assert not os.path.exists(p["wheel_dir"])
+        assert not os.path.exists(p["wheel_dir"]), "K04"
         return
     result = heavy_wheels.build_one(item, p, [], {}, "release 13.0", "3.12", check_mode=True)
     assert result["cxx"]["std"] == 20 and result["plan"].startswith("would build pkg from pkg-1.0.tar.gz")
