@@ -166,7 +166,7 @@ wheels:
   description:
     - One entry per GPU package built on the class's builder - name, requirement, wheel (null in check mode when it
       would be built), sha256, version, cache_key, changed (built in this run), sdist (file, sha256), build_env,
-      audit, module (its import name), plan.
+      audit, module (its import name), plan, cxx (the C++ plan read from the sdist when cxx_facts is given).
   returned: always
   type: list
   elements: dict

@@ -188,6 +188,13 @@ packages:
     build_env: {description: "Arch list forms, force-build flags and job knobs of a GPU source build.", type: dict}
     build_notes: {description: How the job count was sized., type: list}
     fixes: {description: "Fixes applied to the sdist (file, replaced, why).", type: list}
+    cxx:
+      description:
+        - The C++ plan of a GPU source build (module_utils/packages/cxx_std.py) - the torch release and the standard
+          its headers require (C(torch_std), C(torch_source)), what the build forces (C(forced), C(flags), the
+          C(ignored) ROCm/Windows lines, from the sdist once fetched, else from data), the fixes, the standard it
+          ends up with (C(std)), the compiler and C(problems) (non-empty - refused, nothing built).
+      type: dict
     build_s: {description: Seconds the GPU source build took (download + build)., type: float}
     build:
       description:

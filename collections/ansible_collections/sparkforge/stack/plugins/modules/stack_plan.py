@@ -219,7 +219,7 @@ problems:
 build_warnings:
   description:
     - A C++ standard or compiler conflict of an optional GPU package a profile brings (not one the user named in
-      C(ml_packages_packages)): it is not built, and the run goes on. A conflict of any other is in C(problems).
+      C(ml_packages_packages)) - it is not built, and the run goes on. A conflict of any other is in C(problems).
   returned: always
   type: list
   elements: str
