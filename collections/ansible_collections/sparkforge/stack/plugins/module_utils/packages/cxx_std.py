@@ -304,10 +304,15 @@ def compiler_problem(std, floors, compiler, what):
 
 # ---- one build ------------------------------------------------------------------------------
 
-def plan_build(package, release, gpu_build, torch, releases, floors, compiler, files=None):
+# Build prerequisites that bring a C++ compiler (installed by the role only when a build happens, after the plan).
+COMPILER_PREREQS = ("build-essential", "g++", "clang")
+
+
+def plan_build(package, release, gpu_build, torch, releases, floors, compiler, files=None, prereqs=()):
     """The C++ plan of one GPU source build: {package, release, torch, torch_std, torch_source, forced, forced_from,
     flags, ignored, fixes, std, compiler, problems}.  ``torch``: torch_requirement's result; ``files``: the sdist's
-    build files ({name: text}) when it is at hand, else the entry's ``gpu_build.cxx`` data is used."""
+    build files ({name: text}) when it is at hand, else the entry's ``gpu_build.cxx`` data is used.  Without a
+    compiler yet, a build whose ``prereqs`` bring one is not refused (its version is judged once it is there)."""
     cxx = (gpu_build or {}).get("cxx") or {}
     fixes = std_fixes(gpu_build)
     problems = []
@@ -357,7 +362,12 @@ def plan_build(package, release, gpu_build, torch, releases, floors, compiler, f
                torch["source"], need, need, need, package, need,
                "pin sparkforge_torch_version to %s (the newest release whose headers accept C++%s), " % (
                    newest, out["std"]) if newest else "", package))
-    problem = compiler_problem(out["std"], floors, compiler, "%s %s" % (package, release))
+    brought = [p for p in prereqs or () if p in COMPILER_PREREQS]
+    if not compiler and brought:
+        out["compiler"] = "none yet: %s (a prerequisite of the build) brings one, judged once installed" % brought[0]
+        problem = None
+    else:
+        problem = compiler_problem(out["std"], floors, compiler, "%s %s" % (package, release))
     if problem:
         problems.append(problem)
     out["problems"] = problems

@@ -105,7 +105,8 @@ def cxx_check(item, torch_version, files=None):
     torch = cxx_std.torch_requirement(torch_version, facts["releases"], facts.get("checked"))
     release = item["requirement"].split("==", 1)[1] if "==" in item["requirement"] else "(unpinned)"
     return cxx_std.plan_build(item["name"], release, item["gpu_build"], torch, facts["releases"],
-                              facts.get("min_compilers"), item.get("cxx_compiler"), files)
+                              facts.get("min_compilers"), item.get("cxx_compiler"), files,
+                              prereqs=item["source"]["prereqs"])
 
 
 def prebuilt_install(pip, item, method, version, row, work, env):

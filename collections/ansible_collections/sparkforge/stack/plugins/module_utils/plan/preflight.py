@@ -250,7 +250,8 @@ def cxx_builds(items, config, plan, manifest, compiler):
     for item in items:
         release = item["requirement"].split("==", 1)[1] if "==" in item["requirement"] else "(unpinned)"
         build = cxx_std.plan_build(item["name"], release, item["gpu_build"], torch, releases,
-                                   manifest.get("sparkforge_cxx_min_compilers"), compiler)
+                                   manifest.get("sparkforge_cxx_min_compilers"), compiler,
+                                   prereqs=item["source"]["prereqs"])
         build["arch_list"] = ((plan.get("arch") or {}).get("ml_builds") or {}).get("list")
         builds.append(build)
         blocking = canonical_name(item["name"]) in asked or not item["optional"]

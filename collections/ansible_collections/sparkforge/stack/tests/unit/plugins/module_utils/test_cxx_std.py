@@ -148,6 +148,10 @@ def test_no_compiler_is_named_with_what_to_install():
     assert build["std"] == 20 and build["problems"] == [
         "causal-conv1d 1.7.0 builds as C++20, which needs Clang >= 10 or GCC >= 11: no C++ compiler (c++) on PATH; "
         "install g++ (apt install g++)"]
+    # Before the role installs the build's prerequisites (after the plan), build-essential brings c++.
+    later = cxx_std.plan_build("causal-conv1d", "1.7.0", {}, torch, RELEASES, FLOORS, None, {"setup.py": setup_py()},
+                               prereqs=["build-essential", "ninja-build"])
+    assert later["problems"] == [] and later["compiler"].startswith("none yet: build-essential (a prerequisite")
 
 
 @pytest.mark.parametrize("cxx, message", [
@@ -330,7 +334,8 @@ def test_the_class_builder_reads_the_sdist_and_refuses_before_building(tmp_path,
     m = shared_manifest()
     venv = stand_in_venv(tmp_path, an_sdist(tmp_path, setup_py(17)))
     fixes = [{"file": "setup.py", "pattern": r"-std=c\+\+17", "replace": "-std=c++20", "count": 1, "cxx_std": 20}]
-    item = {"name": "pkg", "requirement": "pkg==1.0", "source": {"spec": None, "env": {}, "build_isolation": False},
+    item = {"name": "pkg", "requirement": "pkg==1.0",
+            "source": {"spec": None, "env": {}, "build_isolation": False, "prereqs": []},
             "gpu_env": {"TORCH_CUDA_ARCH_LIST": "12.1"}, "audit_targets": ["12.1"],
             "gpu_build": {"jobs_env": "MAX_JOBS", "fixes": fixes if fixed else []},
             "cxx_facts": {"releases": m["sparkforge_torch_releases"], "checked": m["sparkforge_torch_cxx_checked"],
