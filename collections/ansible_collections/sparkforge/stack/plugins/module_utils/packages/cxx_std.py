@@ -385,5 +385,5 @@ def describe(build, arch_list=None):
     lines += ["    %s" % flag for flag in build["flags"]]
     lines += ["    ignored: %s" % flag for flag in build["ignored"]]
     lines += ["  fix: %s" % fix for fix in build["fixes"]]
-    lines += ["  REFUSED: %s" % problem for problem in build["problems"]]
+    lines += ["  conflict: %s" % problem for problem in build["problems"]]
     return lines

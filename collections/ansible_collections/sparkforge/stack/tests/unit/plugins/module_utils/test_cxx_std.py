@@ -282,6 +282,8 @@ def test_stack_plan_refuses_a_requested_package_whose_build_conflicts():
     (problem,) = [p["message"] for p in res["problems"] if p["check"] == "cxx"]
     assert problem.startswith("flash-attn 2.8.3.post2 builds as C++17 (setup.py line 201")
     assert "pin sparkforge_torch_version to 2.13.0" in problem and res["ready"] is False, "K01"
+    assert any(line.strip().startswith("conflict: flash-attn 2.8.3.post2 builds as C++17") for line in res["plan_text"])
+    assert any(line.strip() == "setup.py line 201: \"-std=c++17\", (nvcc_flags)" for line in res["plan_text"])
 
 
 def test_stack_plan_refuses_an_old_compiler_for_the_fixed_build():
