@@ -353,3 +353,44 @@ def test_the_class_builder_reads_the_sdist_and_refuses_before_building(tmp_path,
         return
     result = heavy_wheels.build_one(item, p, [], {}, "release 13.0", "3.12", check_mode=True)
     assert result["cxx"]["std"] == 20 and result["plan"].startswith("would build pkg from pkg-1.0.tar.gz")
+
+
+class SdistPip(RecordingPip):
+    """RecordingPip whose `pip download -d DEST` puts ``sdist`` into DEST, as pip does for --no-binary."""
+
+    def __init__(self, index, installed, sdist):
+        RecordingPip.__init__(self, index, installed)
+        self.sdist = sdist
+
+    def __call__(self, cmd):
+        args = cmd[3:]
+        if args and args[0] == "download":
+            self.commands.append(args)
+            dest = args[args.index("-d") + 1]
+            if not os.path.isdir(dest):
+                os.makedirs(dest)
+            with open(self.sdist, "rb") as src, open(os.path.join(dest, os.path.basename(self.sdist)), "wb") as out:
+                out.write(src.read())
+            return 0, "Saved %s\n" % os.path.basename(self.sdist), ""
+        return RecordingPip.__call__(self, cmd)
+
+
+def test_ml_packages_reads_the_fetched_sdist_and_refuses_before_the_wheel_is_built(venv, tmp_path):
+    # The data says the build gives no -std (so the plan lets it through); the sdist's setup.py says otherwise.
+    matrix = flash_attn_matrix(False)
+    matrix["flash-attn"]["gpu_build"]["cxx"] = {"forces": None, "checked": "a release that gave no -std"}
+    import tarfile
+    project = tmp_path / "flash_attn-2.8.3.post2"
+    project.mkdir()
+    (project / "setup.py").write_text(setup_py(17))
+    sdist = str(tmp_path / "flash_attn-2.8.3.post2.tar.gz")
+    with tarfile.open(sdist, "w:gz") as tar:
+        tar.add(str(project), arcname=project.name)
+    pip = SdistPip({"flash-attn": "2.8.3.post2"}, {"torch": "2.15.0"}, sdist)
+    res = MlPackagesJob(ml_params(venv, matrix), ml_host(venv, pip)).run()
+    (row,) = res["packages"]
+    assert row["status"] == "failed" and row["cxx"]["forced_from"] == "read from the sdist's setup.py"
+    assert row["reason"].startswith("flash-attn 2.8.3.post2 builds as C++17 (setup.py line 6: flags = [")
+    assert row["reason"].endswith("(read from the sdist; nothing was built)")
+    assert [c[0] for c in pip.commands if c[0] in ("download", "wheel")] == ["download"]
+    assert pip.installed == {"torch": "2.15.0"}
