@@ -392,5 +392,5 @@ def test_ml_packages_reads_the_fetched_sdist_and_refuses_before_the_wheel_is_bui
     assert row["status"] == "failed" and row["cxx"]["forced_from"] == "read from the sdist's setup.py"
     assert row["reason"].startswith("flash-attn 2.8.3.post2 builds as C++17 (setup.py line 6: flags = [")
     assert row["reason"].endswith("(read from the sdist; nothing was built)")
-    assert [c[0] for c in pip.commands if c[0] in ("download", "wheel")] == ["download"]
+    assert [c[0] for c in pip.commands if c[0] in ("download", "wheel")] == ["download"], "K04"
     assert pip.installed == {"torch": "2.15.0"}
