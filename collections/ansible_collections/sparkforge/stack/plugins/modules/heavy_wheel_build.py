@@ -106,6 +106,17 @@ options:
     description: The plan's arch list (C(9.0), C(12.1)); each build gets it in every form it reads.
     type: str
     default: ""
+  cxx_facts:
+    description:
+      - What decides the C++ standard of each GPU source build (C(gpu_build)) against the venv's torch
+        (module_utils/packages/cxx_std.py) - C(releases) (C(sparkforge_torch_releases), each release's
+        C(cxx_standard)), C(checked) (C(sparkforge_torch_cxx_checked), where that was read) and C(min_compilers)
+        (C(sparkforge_cxx_min_compilers)).
+      - A build whose standard (read from its sdist's setup.py/CMakeLists.txt once fetched, else from the entry's
+        C(gpu_build.cxx)) is below what the torch release's headers require, with no C(fixes) entry that sets it,
+        or whose standard the host's C(c++) is too old for, is refused before it compiles. Empty - no such check.
+    type: dict
+    default: {}
   audit_targets:
     description: Compute capabilities of the class's GPUs; every built wheel is audited against them before it is published.
     type: list
@@ -155,7 +166,7 @@ wheels:
   description:
     - One entry per GPU package built on the class's builder - name, requirement, wheel (null in check mode when it
       would be built), sha256, version, cache_key, changed (built in this run), sdist (file, sha256), build_env,
-      audit, module (its import name), plan.
+      audit, module (its import name), plan, cxx (the C++ plan read from the sdist when cxx_facts is given).
   returned: always
   type: list
   elements: dict
@@ -196,6 +207,7 @@ def main():
             env=dict(type="dict", default={}),
             cuda_arch_list=dict(type="str", default=""),
             audit_targets=dict(type="list", elements="str", default=[]),
+            cxx_facts=dict(type="dict", default={}),
             build_cpus=dict(type="int"),
             build_memory_gib=dict(type="float"),
             log_dir=dict(type="path"),

@@ -112,6 +112,17 @@ options:
       - Required (non-empty) when the plan holds such a source build.
     type: str
     default: ""
+  cxx_facts:
+    description:
+      - What decides the C++ standard of each GPU source build (C(gpu_build)) against the venv's torch
+        (module_utils/packages/cxx_std.py) - C(releases) (C(sparkforge_torch_releases), each release's
+        C(cxx_standard)), C(checked) (C(sparkforge_torch_cxx_checked), where that was read) and C(min_compilers)
+        (C(sparkforge_cxx_min_compilers)).
+      - A build whose standard (read from its sdist's setup.py/CMakeLists.txt once fetched, else from the entry's
+        C(gpu_build.cxx)) is below what the torch release's headers require, with no C(fixes) entry that sets it,
+        or whose standard the host's C(c++) is too old for, is refused before it compiles. Empty - no such check.
+    type: dict
+    default: {}
   audit_targets:
     description:
       - Compute capabilities (C(12.1), C(9.0)) every shared object of a built GPU wheel is audited against
@@ -177,6 +188,13 @@ packages:
     build_env: {description: "Arch list forms, force-build flags and job knobs of a GPU source build.", type: dict}
     build_notes: {description: How the job count was sized., type: list}
     fixes: {description: "Fixes applied to the sdist (file, replaced, why).", type: list}
+    cxx:
+      description:
+        - The C++ plan of a GPU source build (module_utils/packages/cxx_std.py) - the torch release and the standard
+          its headers require (C(torch_std), C(torch_source)), what the build forces (C(forced), C(flags), the
+          C(ignored) ROCm/Windows lines, from the sdist once fetched, else from data), the fixes, the standard it
+          ends up with (C(std)), the compiler and C(problems) (non-empty - refused, nothing built).
+      type: dict
     build_s: {description: Seconds the GPU source build took (download + build)., type: float}
     build:
       description:
@@ -277,6 +295,7 @@ ARGUMENT_SPEC = dict(
     log_dir=dict(type="path"),
     cuda_arch_list=dict(type="str", default=""),
     audit_targets=dict(type="list", elements="str", default=[]),
+    cxx_facts=dict(type="dict", default={}),
     build_cpus=dict(type="int"),
     build_memory_gib=dict(type="float"),
 )

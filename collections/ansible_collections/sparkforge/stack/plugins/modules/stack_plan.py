@@ -205,12 +205,24 @@ plan:
     source_build: true
     steps:
       - {component: pytorch, action: build, detail: "PyTorch 2.11.0 wheel, TORCH_CUDA_ARCH_LIST=12.0", why: "..."}
+    # gpu_builds: each ML package built from source with CUDA kernels, its C++ standard against the torch of the
+    # plan (module_utils/packages/cxx_std.py): the facts it rests on and the problems.
+    gpu_builds:
+      - {package: flash-attn, release: 2.8.3.post2, torch: "2.15.0", torch_std: 20, std: 20, compiler: "GCC 13.3.0",
+         std_from: "set by the entry's fix", arch_list: "12.1", problems: []}
 problems:
   description: Every reason the host cannot be provisioned, each with what to do. Empty when it can.
   returned: always
   type: list
   elements: dict
   sample: [{check: cpu_arch, message: "this host is x86_64; ..."}]
+build_warnings:
+  description:
+    - A C++ standard or compiler conflict of an optional GPU package a profile brings (not one the user named in
+      C(ml_packages_packages)) - it is not built, and the run goes on. A conflict of any other is in C(problems).
+  returned: always
+  type: list
+  elements: str
 plan_text:
   description: The plan and the problems as lines a person reads.
   returned: always

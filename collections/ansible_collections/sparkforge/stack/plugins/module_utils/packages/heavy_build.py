@@ -36,9 +36,10 @@ import tarfile
 import zipfile
 
 from ansible_collections.sparkforge.stack.plugins.module_utils.cuda import arch as cuda_arch
+from ansible_collections.sparkforge.stack.plugins.module_utils.packages import cxx_std
 
 GPU_BUILD_KEYS = ("arch_env", "force_build", "jobs_env", "threads_env", "nvcc_threads", "job_memory_gib",
-                  "fixes", "checked", "audit_env", "arch_list_honoured")
+                  "fixes", "checked", "audit_env", "arch_list_honoured", "cxx")
 ARCH_FORMS = ("torch", "sm_numbers")
 # Share of the memory the compile jobs may take together; the rest stays for the OS, the
 # linker and (on unified-memory hosts) the GPU.
@@ -139,6 +140,10 @@ def validate_gpu_build(package, gpu_build):
                                   % (package, fix["pattern"], exc))
     if not gpu_build.get("checked"):
         raise HeavyBuildError("%s: gpu_build.checked is empty: say where each fact was read" % package)
+    try:
+        cxx_std.validate(package, gpu_build)
+    except cxx_std.CxxError as exc:
+        raise HeavyBuildError(str(exc))
     return gpu_build
 
 

@@ -36,7 +36,8 @@ import time
 
 from ansible_collections.sparkforge.stack.plugins.module_utils.packages import gpu_audit
 from ansible_collections.sparkforge.stack.plugins.module_utils.cuda import fatbin
-from ansible_collections.sparkforge.stack.plugins.module_utils.packages import heavy_build
+from ansible_collections.sparkforge.stack.plugins.module_utils.packages import cxx_std, heavy_build, ml_gpu
+from ansible_collections.sparkforge.stack.plugins.module_utils.packages.ml_packages_job import host_compiler
 from ansible_collections.sparkforge.stack.plugins.module_utils.packages import elf_links
 from ansible_collections.sparkforge.stack.plugins.module_utils.packages import ml_packages as mp
 from ansible_collections.sparkforge.stack.plugins.module_utils.build.build_common import (
@@ -175,6 +176,14 @@ def build_one(item, p, index, base_env, cuda, python_id, check_mode=False):
                           plan="%s is published with this cache key: nothing to build" % os.path.basename(wheel))
             return result
         why = "force: rebuilding" if p["force"] else "no published %s wheel has cache key %s" % (canon, key[:12])
+        if item.get("cxx_facts") and not item["source"]["spec"]:
+            # The sdist's own build files against the venv's torch, before anything compiles (check mode too).
+            project = heavy_build.unpack_sdist(sdist, os.path.join(work, "read"))
+            build = ml_gpu.cxx_check(item, item.get("torch_version"), cxx_std.project_files(project))
+            if build:
+                result["cxx"] = build
+                if build["problems"]:
+                    raise JobError("; ".join(build["problems"]) + " (read from the sdist; nothing was built)")
         if check_mode:
             result.update(changed=True, wheel=None, sha256=None, audit=None, version=None,
                           plan="would build %s from %s, audit it for %s and publish it: %s" % (
@@ -274,6 +283,10 @@ class HeavyWheelsJob(Job):
         state = {"heavy": heavy, "cuda": cuda_release(p["cuda_home"], self.system),
                  "python_id": python_version(python, self.system),
                  "index": mp.index_args(p["index_url"], p["extra_index_urls"], p["find_links"], p["no_index"])}
+        if p.get("cxx_facts"):
+            compiler, torch_version = host_compiler(self.system), mp.venv_torch_version(p["venv"])
+            for item in heavy:
+                item.update(cxx_facts=p["cxx_facts"], cxx_compiler=compiler, torch_version=torch_version)
         base_env = dict((str(k), str(v)) for k, v in (p["env"] or {}).items())
         base_env.setdefault("CUDA_HOME", p["cuda_home"])
         state["base_env"] = base_env

@@ -16,7 +16,7 @@ import time
 
 from ansible_collections.sparkforge.stack.plugins.module_utils.packages import gpu_audit
 from ansible_collections.sparkforge.stack.plugins.module_utils.cuda import fatbin
-from ansible_collections.sparkforge.stack.plugins.module_utils.packages import elf_links, heavy_build
+from ansible_collections.sparkforge.stack.plugins.module_utils.packages import cxx_std, elf_links, heavy_build
 from ansible_collections.sparkforge.stack.plugins.module_utils.packages import ml_packages as mp
 from ansible_collections.sparkforge.stack.plugins.module_utils._common.files import makedirs
 from ansible_collections.sparkforge.stack.plugins.module_utils._common.job import JobError
@@ -51,6 +51,13 @@ def heavy_install(pip, item, row, work, env, rebuild=False):
             return False, False
         try:
             target = heavy_build.unpack_sdist(os.path.join(sdist_dir, archives[0]), src_dir)
+            # The sdist is at hand: its own build files decide the C++ standard, before anything compiles.
+            build = cxx_check(item, item.get("torch_version"), cxx_std.project_files(target))
+            if build:
+                row["cxx"] = build
+                if build["problems"]:
+                    row["reason"] = "; ".join(build["problems"]) + " (read from the sdist; nothing was built)"
+                    return False, False
             row["fixes"] = heavy_build.apply_fixes(target, gb.get("fixes"), item["name"])
         except heavy_build.HeavyBuildError as exc:
             row["reason"] = str(exc)
@@ -86,6 +93,20 @@ def heavy_install(pip, item, row, work, env, rebuild=False):
     if audit["message"]:
         row["reason"] = "; ".join(r for r in (row["reason"], audit["message"]) if r)
     return True, True
+
+
+def cxx_check(item, torch_version, files=None):
+    """The C++ plan of one GPU source build (cxx_std.plan_build) against ``torch_version`` (the venv's torch),
+    from the sdist's build files when given, else from the entry's data; None without the module's cxx_facts
+    or a torch to build against."""
+    facts = item.get("cxx_facts")
+    if not facts or not facts.get("releases") or not torch_version:
+        return None
+    torch = cxx_std.torch_requirement(torch_version, facts["releases"], facts.get("checked"))
+    release = item["requirement"].split("==", 1)[1] if "==" in item["requirement"] else "(unpinned)"
+    return cxx_std.plan_build(item["name"], release, item["gpu_build"], torch, facts["releases"],
+                              facts.get("min_compilers"), item.get("cxx_compiler"), files,
+                              prereqs=item["source"]["prereqs"])
 
 
 def prebuilt_install(pip, item, method, version, row, work, env):

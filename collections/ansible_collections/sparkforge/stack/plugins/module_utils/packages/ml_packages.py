@@ -27,6 +27,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import csv
+import glob
 import hashlib
 import os
 import re
@@ -265,6 +266,20 @@ def possible_prereqs(plan):
 
 
 # ---- pip's view of the venv ---------------------------------------------------------
+
+def venv_torch_version(venv):
+    """The torch version a venv holds, read from its site-packages' dist-info (no interpreter run);
+    None when it holds none (or the venv does not exist)."""
+    found = sorted(glob.glob(os.path.join(venv, "lib", "python*", "site-packages", "torch-*.dist-info", "METADATA")))
+    for path in found:
+        with open(path, errors="replace") as handle:
+            for line in handle:
+                if line.startswith("Version:"):
+                    return line.split(":", 1)[1].strip()
+                if not line.strip():
+                    break
+    return None
+
 
 def pip_version_ok(text):
     """True for 'pip 23.2.1 from ...' and newer."""

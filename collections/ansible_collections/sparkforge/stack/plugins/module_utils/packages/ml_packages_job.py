@@ -26,6 +26,7 @@ import time
 
 from ansible_collections.sparkforge.stack.plugins.module_utils._common.clock import utc_now
 from ansible_collections.sparkforge.stack.plugins.module_utils.packages import heavy_build
+from ansible_collections.sparkforge.stack.plugins.module_utils.packages.cxx_std import parse_compiler_version
 from ansible_collections.sparkforge.stack.plugins.module_utils.packages import ml_gpu
 from ansible_collections.sparkforge.stack.plugins.module_utils.packages import ml_packages as mp
 from ansible_collections.sparkforge.stack.plugins.module_utils.packages import smoke
@@ -80,6 +81,15 @@ class Pip:
         if dry_run:
             args += ["--dry-run", "--report", report_path]
         return self.run(args + extra, env=env, log_name=log_name)
+
+
+def host_compiler(system):
+    """(kind, version) of the host's `c++ --version` (torch's cpp_extension compiles with it), None without one."""
+    cxx = system.which("c++")
+    if not cxx:
+        return None
+    rc, out, _err = system.run([cxx, "--version"])
+    return parse_compiler_version(out if rc == 0 else "") or ("unknown", "0")
 
 
 def probe(pip, item, method, work, base_env):
@@ -224,6 +234,15 @@ def handle_package(check_mode, pip, item, installed, work, base_env, protected, 
     if method == "source" and item.get("gpu_env"):
         row["build_env"] = item["gpu_env"]
         row["build_notes"] = item["gpu_notes"]
+        item["torch_version"] = (installed.get("torch") or {}).get("version")
+        build = ml_gpu.cxx_check(item, item["torch_version"])
+        if build:
+            row["cxx"] = build
+            if build["problems"]:
+                # Refused before the sdist is fetched: the build would stop hours in.
+                row["status"] = "failed"
+                row["reason"] = "; ".join(build["problems"]) + " (nothing was fetched or built)"
+                return row, False
     if rebuild:
         row["reason"] = rebuild
     if check_mode:
@@ -274,6 +293,11 @@ class MlPackagesJob(Job):
         except mp.MatrixError as exc:
             raise JobError("cannot resolve the ML package matrix: %s" % exc)
         ml_gpu.gpu_plan(p, items)
+        heavy = [item for item in items if item.get("gpu_env") and item["method"] == "source"]
+        if heavy and p.get("cxx_facts"):
+            compiler = host_compiler(self.system)
+            for item in heavy:
+                item["cxx_facts"], item["cxx_compiler"] = p["cxx_facts"], compiler
         if not os.access(python, os.X_OK):
             if self.check_mode:
                 # Check mode before the torch role made the venv: every package the plan does not skip

@@ -13,12 +13,20 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import glob
 import os
 import re
 
 from ansible_collections.sparkforge.stack.plugins.module_utils.build.build_common import JobError
+from ansible_collections.sparkforge.stack.plugins.module_utils.packages import cxx_std
+# Imported from here by stack_plan_job and the tests.
+from ansible_collections.sparkforge.stack.plugins.module_utils.packages.cxx_std import (  # noqa: F401
+    parse_compiler_version,
+)
 from ansible_collections.sparkforge.stack.plugins.module_utils.packages.ml_packages import MatrixError
+from ansible_collections.sparkforge.stack.plugins.module_utils.packages.ml_packages import canonical_name
+from ansible_collections.sparkforge.stack.plugins.module_utils.packages.ml_packages import (  # noqa: F401
+    venv_torch_version,
+)
 from ansible_collections.sparkforge.stack.plugins.module_utils.packages.ml_packages import resolve as ml_resolve
 from ansible_collections.sparkforge.stack.plugins.module_utils.host.platforms import version_tuple
 from ansible_collections.sparkforge.stack.plugins.module_utils.plan import arch_plan
@@ -146,19 +154,6 @@ def select_torch_version(requested, releases, platform_class, python_version=Non
     return requested
 
 
-def parse_compiler_version(text):
-    """('gcc', '13.2.0') or ('clang', '18.1.3') from `c++ --version`; None when unrecognised."""
-    match = re.search(r"clang version (\d+(?:\.\d+)*)", text or "")
-    if match:
-        return ("clang", match.group(1))
-    first = (text or "").strip().splitlines()[0] if (text or "").strip() else ""
-    if re.match(r"^(g\+\+|c\+\+|gcc)\b", first) or "Free Software Foundation" in (text or ""):
-        numbers = re.findall(r"\b(\d+\.\d+(?:\.\d+)?)\b", first)
-        if numbers:
-            return ("gcc", numbers[-1])
-    return None
-
-
 def compiler_problems(torch_version, release, min_compilers, compiler):
     """Why this host's C++ compiler cannot build the release (its ``cxx_standard``), with what to
     install; ``compiler``: parse_compiler_version's result or None when `c++` is missing."""
@@ -180,20 +175,6 @@ def compiler_problems(torch_version, release, min_compilers, compiler):
     return []
 
 
-def venv_torch_version(venv):
-    """The torch version a venv holds, read from its site-packages' dist-info (no interpreter run);
-    None when it holds none (or the venv does not exist)."""
-    found = sorted(glob.glob(os.path.join(venv, "lib", "python*", "site-packages", "torch-*.dist-info", "METADATA")))
-    for path in found:
-        with open(path, errors="replace") as handle:
-            for line in handle:
-                if line.startswith("Version:"):
-                    return line.split(":", 1)[1].strip()
-                if not line.strip():
-                    break
-    return None
-
-
 def existing_torch_problems(venv, have, planned):
     """With torch source ``existing``, the venv must already hold the planned torch: a problem per mismatch.
     ``have``: what venv_torch_version read; ``planned``: the plan's torch version."""
@@ -212,9 +193,9 @@ DEV_LIBRARIES = ("auto", "always", "never")
 TORCH_SOURCE_WORDS = {"index": "a package index", "wheelhouse": "a wheelhouse", "existing": "the existing venv"}
 
 
-def compile_needs(config, enabled, manifest, facts, klass, ml_out=None):
+def compile_needs(config, enabled, manifest, facts, klass, ml_out=None, gpu_out=None):
     """What compiles on this host, each as a reason (empty: nothing does, so no CUDA development
-    libraries, cuSPARSELt or LLVM are needed)."""
+    libraries, cuSPARSELt or LLVM are needed).  ``gpu_out`` gets the resolved items of the GPU source builds."""
     needs = []
     if config.get("torch_source", "source") == "source":
         built = [c for c in ("triton", "pytorch", "torch_domains") if c in enabled]
@@ -239,11 +220,44 @@ def compile_needs(config, enabled, manifest, facts, klass, ml_out=None):
             # (optional: may fail without failing the run, so the result check leaves it out)
             ml_out.extend({"name": i["name"], "requirement": i["requirement"], "method": i["method"],
                            "optional": i["optional"]} for i in items)
+        if gpu_out is not None:
+            gpu_out.extend(i for i in items if i.get("gpu_build") and i["method"] == "source")
         source_built = [i["name"] for i in items if i["method"] == "source"]
         if source_built:
             needs.append("ML package(s) %s built from source on %s (profile %s)"
                          % (", ".join(source_built), facts["cpu"]["arch"], config.get("ml_profile")))
     return needs
+
+
+def gpu_source_builds(facts, config, manifest):
+    """The ML packages this host builds from source with CUDA kernels (matrix items with gpu_build), resolved as
+    the plan resolves them; empty when ml_packages is not a component."""
+    enabled = config.get("components") or list(COMPONENTS)
+    out = []
+    compile_needs(config, enabled, manifest, facts, facts["platform_class"], None, out)
+    return out
+
+
+def cxx_builds(items, config, plan, manifest, compiler):
+    """(builds, problems, warnings): the C++ plan of each GPU source build against the plan's torch
+    (cxx_std.plan_build, from data: nothing is fetched).  A conflict of a package the user asked for
+    (ml_packages_packages) or one that is not optional is a problem; of an optional one a profile brings, a
+    warning (the ml_packages role refuses to build it, and an optional failure does not fail the run)."""
+    releases = manifest["sparkforge_torch_releases"]
+    torch = cxx_std.torch_requirement(plan["torch"]["version"], releases, manifest.get("sparkforge_torch_cxx_checked"))
+    asked = set(canonical_name(n) for n in config.get("ml_packages") or [])
+    builds, problems, warnings = [], [], []
+    for item in items:
+        release = item["requirement"].split("==", 1)[1] if "==" in item["requirement"] else "(unpinned)"
+        build = cxx_std.plan_build(item["name"], release, item["gpu_build"], torch, releases,
+                                   manifest.get("sparkforge_cxx_min_compilers"), compiler,
+                                   prereqs=item["source"]["prereqs"])
+        build["arch_list"] = ((plan.get("arch") or {}).get("ml_builds") or {}).get("list")
+        builds.append(build)
+        blocking = canonical_name(item["name"]) in asked or not item["optional"]
+        for message in build["problems"]:
+            (problems if blocking else warnings).append({"check": "cxx", "message": message})
+    return builds, problems, warnings
 
 
 def ml_words(config):

@@ -19,6 +19,7 @@ import json
 import os
 
 from ansible_collections.sparkforge.stack.plugins.module_utils.fleet import bundle
+from ansible_collections.sparkforge.stack.plugins.module_utils.packages import cxx_std
 from ansible_collections.sparkforge.stack.plugins.module_utils.plan import sources, wheel_check
 from ansible_collections.sparkforge.stack.plugins.module_utils._common.job import Job, JobError, Plan
 from ansible_collections.sparkforge.stack.plugins.module_utils.host.platforms import cuda_distro_keys
@@ -26,7 +27,9 @@ from ansible_collections.sparkforge.stack.plugins.module_utils.plan.preflight im
     PlanError,
     build_plan,
     compiler_problems,
+    cxx_builds,
     existing_torch_problems,
+    gpu_source_builds,
     parse_compiler_version,
     problems,
     render_plan,
@@ -107,18 +110,22 @@ class StackPlanJob(Job):
         found = problems(params["facts"], params["host"], checks)
         build_problems = [p for p in problems(params["facts"], params["host"], dict(checks, source_build=True))
                           if p["check"] in ("ram", "disk")]
+        compiler, warnings = "unasked", []
         if plan and plan["source_build"]:
-            # The compiler the build will use: PyTorch's CMake takes `c++` from the clean build env.
-            compiler = None
-            cxx = self.system.which("c++")
-            if cxx:
-                rc, out, _err = self.system.run([cxx, "--version"])
-                compiler = parse_compiler_version(out if rc == 0 else "") or ("unknown", "0")
+            compiler = self.compiler()
             release = params["manifest"]["sparkforge_torch_releases"][plan["torch"]["version"]]
             build_problems += compiler_problems(plan["torch"]["version"], release,
                                                 params["manifest"].get("sparkforge_cxx_min_compilers"), compiler)
         if plan_error:
             found.append({"check": "plan", "message": plan_error})
+        gpu_items = gpu_source_builds(params["facts"], settings, params["manifest"]) if plan else []
+        if gpu_items:
+            # Each GPU source build's C++ standard against the torch of the plan, and the compiler for it: from
+            # data, before anything is fetched or built (the sdist is read again once the role fetches it).
+            compiler = self.compiler() if compiler == "unasked" else compiler
+            plan["gpu_builds"], cxx_problems, warnings = cxx_builds(gpu_items, settings, plan, params["manifest"],
+                                                                    compiler)
+            found += cxx_problems
         if plan and settings.get("venv") and settings.get("torch_source") == "existing" and \
                 "pytorch" in (settings.get("components") or []):
             found += existing_torch_problems(settings["venv"], venv_torch_version(settings["venv"]),
@@ -196,12 +203,28 @@ class StackPlanJob(Job):
                                         "probed" if params["probe_sources"] else
                                         "not probed: sparkforge_probe_sources is false")]
             text += ["  " + line for line in sources.table(params["host"].get("name") or "this host", plan["sources"])]
+        if plan and plan.get("gpu_builds"):
+            text.append("GPU source builds (C++ standard and compiler, checked before anything is fetched):")
+            for build in plan["gpu_builds"]:
+                text += ["  " + line for line in cxx_std.describe(build, build["arch_list"])]
+        text += ["warning: [%s] %s (optional: it is not built, the run goes on)" % (w["check"], w["message"])
+                 for w in warnings]
         if plan and plan["source_build"] and build_problems:
             text.append("cannot build from source here (only a builder of its platform class must): %s"
                         % " | ".join(p["message"] for p in build_problems))
         result = dict(changed=False, plan=plan, problems=found, plan_text=text, ready=not found,
+                      build_warnings=[w["message"] for w in warnings],
                       can_build=not build_problems, build_problems=build_problems)
         return Plan([], result)
+
+    def compiler(self):
+        """(kind, version) of the host's `c++ --version` (the compiler PyTorch's CMake and torch's cpp_extension
+        take from the clean build env), ('unknown', '0') when it does not say, None without a c++."""
+        cxx = self.system.which("c++")
+        if not cxx:
+            return None
+        rc, out, _err = self.system.run([cxx, "--version"])
+        return parse_compiler_version(out if rc == 0 else "") or ("unknown", "0")
 
     def apply(self, plan):
         """Nothing to apply: stack_plan reads the host and changes nothing."""

@@ -37,7 +37,10 @@ def _torch(tmp_path, gpu):
 def test_every_smoke_test_of_the_matrix_is_valid_and_covers_the_gpu_builds():
     matrix = copy.deepcopy(shared_manifest()["sparkforge_ml_packages"])
     tested = dict((name, smoke.validate(name, entry["smoke"])) for name, entry in matrix.items() if entry.get("smoke"))
-    assert {"deepspeed", "causal-conv1d"} <= set(tested)
+    assert {"deepspeed", "causal-conv1d", "xformers", "flash-attn", "bitsandbytes"} <= set(tested)
+    # Every GPU entry (a source build with gpu_build, a prebuilt GPU wheel) proves it runs once installed.
+    gpu = set(name for name, entry in matrix.items() if entry.get("gpu_build") or entry.get("gpu_wheel"))
+    assert gpu and gpu <= set(tested), sorted(gpu - set(tested))
     assert "torch.optim.AdamW" in tested["deepspeed"]["code"] and "FusedAdam" in tested["deepspeed"]["op"]
 
 
