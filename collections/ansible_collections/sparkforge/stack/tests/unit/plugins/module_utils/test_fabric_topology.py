@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from ansible_collections.sparkforge.stack.plugins.module_utils.fabric import fabric, fabric_addr, nccl_lib, topology
-from ansible_collections.sparkforge.stack.plugins.module_utils.plan import validate
+from ansible_collections.sparkforge.stack.plugins.module_utils.plan import validate, var_names
 
 sys.path.insert(0, os.path.dirname(__file__))
 import fabric_trees  # noqa: E402  pylint: disable=wrong-import-position
@@ -252,7 +252,7 @@ def test_an_unknown_topology_is_refused(tmp_path, data, row):
     assert row and topology.resolve("mesh", names(2), {}, data) == (None, [message])
     # The preflight's validator says the same from the role's argument_specs, before any task.
     with open(os.path.join(COLLECTION, "roles", "cluster_fabric", "meta", "argument_specs.yml")) as handle:
-        specs = validate.specs_from_argument_specs([yaml.safe_load(handle)])
+        specs = var_names.specs_from_argument_specs([yaml.safe_load(handle)])
     assert message in str(validate.check({"cluster_fabric_topology": "mesh"}, specs))
 
 
