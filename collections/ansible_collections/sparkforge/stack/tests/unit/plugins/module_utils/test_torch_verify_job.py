@@ -133,3 +133,21 @@ def test_the_script_text_is_this_file_and_runs_as_a_program(tmp_path):
     raw, _out, _err = torch_checks.run_script(sys.executable, {"benchmarks": True}, 120,
                                               env={"PYTHONPATH": str(tmp_path)})
     assert raw["status"] == "no_torch" and raw["schema"] == 1
+
+
+def test_the_script_runs_with_its_nvml_sampler_beside_it(tmp_path):
+    """The host's python cannot import the collection: run_script writes the check script and its NVML sampler into
+    one directory, and the script loads the sampler from beside itself (by path, not through sys.path)."""
+    seen = tmp_path / "seen"
+    python = tmp_path / "python"
+    # The venv's python is the boundary: this one lists the directory the script was written to, then answers.
+    python.write_text("#!/bin/sh\nls \"$(dirname \"$1\")\" > %s\necho '{\"schema\": 1, \"status\": \"no_torch\"}'\n"
+                      % seen)
+    python.chmod(0o755)
+    raw, _out, _err = torch_checks.run_script(str(python), {}, 60)
+    assert raw["status"] == "no_torch"
+    assert seen.read_text().split() == ["nvml_sampler.py", "torch_check_script.py"]
+    # As the host loads it: from the file beside the script, with no GPU library here the sampler says why.
+    sampler = torch_check_script._sampler()(None, 0.05)
+    sampler.stop()
+    assert sampler.info["available"] is False and sampler.error, sampler.info
