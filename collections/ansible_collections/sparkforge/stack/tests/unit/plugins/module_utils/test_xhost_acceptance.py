@@ -58,12 +58,19 @@ def test_busbw_as_nccl_tests_defines_it():
     two = acceptance.judge_collectives([raw("all_reduce", 10 ** 9, {"a": 0.1, "b": 0.1}),
                                         raw("all_gather", 10 ** 9, {"a": 0.2, "b": 0.2})], 2, None, 0.5)
     got = [(r["algbw"], r["busbw"], r["pct_of_link"], r["slow"]) for r in two]
-    assert got == [(10.0, 10.0, None, False), (10.0, 5.0, None, False)]
+    # No node's link rate: nothing proves the collective fast, so it is not passed (a missing measurement fails safe).
+    assert got == [(10.0, 10.0, None, True), (10.0, 5.0, None, True)]
+    assert two[0]["why"] == ("no node's link rate to judge it against (set xhost_link_speed_gbps, or give "
+                             "xhost_ifname or xhost_hca whose rate sysfs reports)")
+    # Without a fraction to judge by, there is nothing to miss.
+    assert not acceptance.judge_collectives([raw("all_reduce", 10 ** 9, {"a": 0.1, "b": 0.1})], 2, None, None)[0][
+        "slow"]
 
 
 def test_a_result_not_exact_names_its_node():
+    # No busbw threshold: only the exactness judges here.
     rows = acceptance.judge_collectives([raw("all_gather", 1 << 20, {"a": 0.1, "b": 0.1, "c": 0.1},
-                                        {"a": True, "b": True, "c": False})], 3, None, 0.5)
+                                        {"a": True, "b": True, "c": False})], 3, None, None)
     assert not rows[0]["exact"] and rows[0]["not_exact_on"] == ["c"] and "result not exact on c" in rows[0]["why"]
     summary = {"hosts": ["a", "b", "c"], "per_host": {}, "judged": {"pairs": []}, "collectives": rows}
     verdicts = dict((v["node"], v) for v in acceptance.node_verdicts(summary))
