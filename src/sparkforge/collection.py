@@ -36,8 +36,8 @@ class _ProjectCollection(importlib.abc.MetaPathFinder):
 
     def find_spec(self, fullname, path=None, target=None):
         if fullname == NAMESPACE:
-            return importlib.machinery.PathFinder.find_spec(fullname, [os.path.join(self.collections,
-                                                                                     "ansible_collections")])
+            inside = os.path.join(self.collections, "ansible_collections")
+            return importlib.machinery.PathFinder.find_spec(fullname, [inside])
         if fullname == "ansible_collections" and importlib.machinery.PathFinder.find_spec(fullname) is None:
             return importlib.machinery.PathFinder.find_spec(fullname, [self.collections])
         return None

@@ -18,6 +18,7 @@ import re
 
 from ansible_collections.sparkforge.stack.plugins.module_utils.plan.validate import PREFIXES, RULES, show
 
+
 def prefixes(role_names):
     """The project's variable prefixes: sparkforge_, cluster_, xhost_ and every role's name."""
     return sorted(set(PREFIXES) | set("%s_" % name for name in role_names))

@@ -96,8 +96,8 @@ def test_apt_closure_names_what_is_not_there():
     stanzas = apt_index.parse_packages(PACKAGES)
     with pytest.raises(apt_index.AptIndexError, match="libnccl2 is not in the repository's Packages index"):
         apt_index.apt_closure(stanzas, ["libnccl2=2.*"], "arm64")
-    with pytest.raises(apt_index.AptIndexError, match=r"no version of libcublas-13-0 in the repository matches glob 12\.\* "
-                                                 r"\(requested; it has 13\.0\.0\.19-1, 13\.0\.2\.14-1\)"):
+    with pytest.raises(apt_index.AptIndexError, match=r"no version of libcublas-13-0 in the repository matches glob "
+                                                      r"12\.\* \(requested; it has 13\.0\.0\.19-1, 13\.0\.2\.14-1\)"):
         apt_index.apt_closure(stanzas, ["libcublas-13-0=12.*"], "arm64")
 
 
