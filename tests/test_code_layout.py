@@ -102,32 +102,101 @@ def test_no_python_file_over_500_lines_without_a_reason_at_its_top():
                              "first %d lines: %s" % (REASON, HEAD, ", ".join(unexplained)))
 
 
-MODULE_UTILS = "ansible_collections.sparkforge.stack.plugins.module_utils"
+# The module_utils folders' cycles (of any length) are the collection's own rule: its tests/unit/plugins/module_utils/
+# test_layout.py, which holds when the collection is tested alone (issue 55, item 4). src/'s rules are here.
+SRC = os.path.join(REPO, "src", "sparkforge")
 
 
-def _folder_imports():
-    """``{(folder A, folder B): [A's files importing B]}`` between module_utils' subpackages (issue 45, item 2)."""
-    root = os.path.join(COLLECTION, "plugins", "module_utils")
-    edges = {}
-    for path in sorted(glob.glob(os.path.join(root, "*", "*.py"))):
-        folder = os.path.basename(os.path.dirname(path))
+def _src_files():
+    files = sorted(glob.glob(os.path.join(SRC, "**", "*.py"), recursive=True))
+    assert len(files) > 10, "src/sparkforge's files were not found"
+    return files
+
+
+def _module_name(path):
+    rel = os.path.relpath(path, os.path.dirname(SRC))[:-3].replace(os.sep, ".")
+    return rel[:-len(".__init__")] if rel.endswith(".__init__") else rel
+
+
+def _src_imports():
+    """``{module: {sparkforge modules it imports, at any depth (inside functions too)}}`` of src/sparkforge."""
+    files = _src_files()
+    known = {_module_name(p) for p in files}
+    graph = {}
+    for path in files:
+        name = _module_name(path)
+        package = name if path.endswith("__init__.py") else name.rpartition(".")[0]
         with open(path) as handle:
             tree = ast.parse(handle.read(), path)
+        found = set()
         for node in ast.walk(tree):
-            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(MODULE_UTILS + "."):
-                other = node.module[len(MODULE_UTILS) + 1:].split(".")[0]
-                if other != folder:
-                    edges.setdefault((folder, other), []).append(os.path.basename(path))
-    return edges
+            if isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    parts = package.split(".")
+                    base = ".".join(parts[:len(parts) - node.level + 1] + ([base] if base else []))
+                for alias in node.names:
+                    full = base + "." + alias.name
+                    found.add(full if full in known else base)
+            elif isinstance(node, ast.Import):
+                found.update(alias.name for alias in node.names)
+        # A package's __init__ re-exporting its modules is not a cycle with them: each module's own imports are.
+        graph[name] = {m for m in found & known if m != name and not (path.endswith("__init__.py")
+                                                                      and m.startswith(name + "."))}
+    return graph
 
 
-def test_no_two_module_utils_folders_import_each_other():
-    """A folder that imports another is above it: rules sit beside their users, so dependencies run one way."""
-    edges = _folder_imports()
-    assert len(edges) > 10, "the folder import graph was not read"
-    both = ["%s -> %s (%s) and back (%s)" % (a, b, ", ".join(sorted(set(files))), ", ".join(sorted(set(edges[(b, a)]))))
-            for (a, b), files in sorted(edges.items()) if a < b and (b, a) in edges]
-    assert both == [], "module_utils folders importing each other: " + "; ".join(both)
+def test_no_import_cycle_in_src():
+    """issue 55, item 3: the CLI's modules import one way (versions and checksums imported each other)."""
+    from ansible_collections.sparkforge.stack.tests.unit.utils.cycles import strongly_connected
+    graph = _src_imports()
+    assert sum(len(v) for v in graph.values()) > 10, "the import graph was not read"
+    cycles = [c for c in strongly_connected(graph) if len(c) > 1]
+    assert cycles == [], "import cycles in src/: %s" % "; ".join(" <-> ".join(c) for c in cycles)
+
+
+def _touches_sys_path(node):
+    """sys.path.insert/append/extend(...), sys.path[...] = or sys.path = / += ..."""
+    def is_sys_path(target):
+        return isinstance(target, ast.Attribute) and target.attr == "path" and isinstance(target.value, ast.Name) \
+            and target.value.id == "sys"
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and is_sys_path(node.func.value):
+        return node.func.attr in ("insert", "append", "extend", "remove", "pop", "clear")
+    if isinstance(node, (ast.Assign, ast.AugAssign)):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        return any(is_sys_path(t) or isinstance(t, ast.Subscript) and is_sys_path(t.value) for t in targets)
+    return False
+
+
+def test_src_never_edits_sys_path():
+    """issue 55, item 3: the package reaches the collection through one door (sparkforge/collection.py), never by
+    putting a directory on sys.path."""
+    found = []
+    for path in _src_files():
+        with open(path) as handle:
+            tree = ast.parse(handle.read(), path)
+        found += ["%s:%d" % (os.path.relpath(path, REPO), n.lineno) for n in ast.walk(tree) if _touches_sys_path(n)]
+    assert found == [], "sys.path edited in src/ (import the collection through sparkforge.collection): " + \
+        ", ".join(found)
+    # The rule sees what it forbids.
+    assert _touches_sys_path(ast.parse("sys.path.insert(0, x)").body[0].value)
+    assert _touches_sys_path(ast.parse("sys.path[:0] = [x]").body[0])
+
+
+def test_no_python_file_outside_the_collection_over_700_lines():
+    """The house rule (the collection's own files are its test_layout.py's): src/, tests/, scripts/, bench/."""
+    listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "*.py"], cwd=REPO, check=True,
+                            capture_output=True, text=True).stdout.split()
+    collection = os.path.relpath(COLLECTION, REPO) + os.sep
+    files = [p for p in listed if not p.startswith(collection) and os.path.isfile(os.path.join(REPO, p))]
+    assert any(p.startswith("src" + os.sep) for p in files) and len(files) > 50, files[:5]
+    long_files = []
+    for rel in sorted(files):
+        with open(os.path.join(REPO, rel)) as handle:
+            count = sum(1 for _line in handle)
+        if count > 700:
+            long_files.append("%s (%d lines)" % (rel, count))
+    assert long_files == [], "split these by domain (at most 700 lines a file): " + ", ".join(long_files)
 
 
 # How a role would derive an arch list itself: string surgery on names, or reading torch's own list.

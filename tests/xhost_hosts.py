@@ -132,6 +132,17 @@ def stand_in_tree(root, host, profile="spark", cabled="f1"):
     return ["%s:%s:ro" % (sysfs, SYSFS), "%s:%s:ro" % (proc, PROCFS)]
 
 
+def stand_in_venv(root, host, nccl="2.30.7"):
+    """The stack venv a provisioned node has, as far as the cluster plan reads it: the nvidia-nccl wheel's library
+    holding the version string NCCL writes into itself ("NCCL version 2.30.7+cuda13.0"; fabric_facts reads it, a
+    ring refuses an NCCL it cannot read). Returns the volume spec that mounts it where sparkforge_venv points."""
+    lib = os.path.join(str(root), host, "venv", "lib", "python3.11", "site-packages", "nvidia", "nccl", "lib")
+    os.makedirs(lib, exist_ok=True)
+    with open(os.path.join(lib, "libnccl.so.2"), "wb") as handle:
+        handle.write(b"\x7fELF" + b"\0" * 60 + ("NCCL version %s+cuda13.0" % nccl).encode() + b"\0")
+    return ["%s:/opt/sparkforge/venv:ro" % os.path.join(str(root), host, "venv")]
+
+
 def cleanup(names, networks):
     """Remove the hosts, then their networks (also after a failure: called from a finally)."""
     remove_containers(names)

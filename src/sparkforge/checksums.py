@@ -15,7 +15,6 @@ import gzip
 import json
 import os
 import ssl
-import sys
 
 import yaml
 
@@ -25,7 +24,7 @@ try:
 except ImportError:  # pragma: no cover - Python 2
     from urllib2 import HTTPError, URLError, urlopen
 
-from sparkforge.versions import MANIFEST_REL
+from sparkforge.collection import MANIFEST_REL, importable
 
 DATA_FILE = "checksums.yml"
 
@@ -36,10 +35,8 @@ class Unreadable(Exception):
 
 def _module(project_root):
     # tooling.checksums reads .deb names and Packages stanzas with the collection's module_utils/cuda/cusparselt.py
-    # (the cusparselt module uses them too, so they stay there): the project's collection must be importable.
-    collections = os.path.join(project_root, "collections")
-    if os.path.isdir(collections) and collections not in sys.path:
-        sys.path.insert(0, collections)
+    # (the cusparselt module uses them too, so they stay there): the project's collection, through the one door.
+    importable(project_root)
     from sparkforge.tooling import checksums
     return checksums
 

@@ -24,11 +24,10 @@ import re
 
 import yaml
 
+from sparkforge.collection import MANIFEST_REL
 from sparkforge.tooling import pkg_index, torch_versions
 
 DEFAULT_INDEX = "https://pypi.org/simple/"
-MANIFEST_REL = os.path.join("collections", "ansible_collections", "sparkforge", "stack", "roles", "manifest",
-                            "defaults", "main")
 
 
 def add_parser(sub):

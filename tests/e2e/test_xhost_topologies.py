@@ -50,7 +50,8 @@ import yaml
 import readme
 from helpers import CONNECTION, image_present, user_checkout
 from xhost_hosts import (DROPIN, PROCFS, SYSFS, START_TASK, changed_tasks, cleanup, create_network, host_addresses,
-                         host_netns, recap, run, sh, snapshots, stand_in_tree, start_hosts)
+                         host_netns, recap, run, sh, snapshots, stand_in_tree, stand_in_venv,
+                         start_hosts)
 
 pytestmark = pytest.mark.skipif(not image_present(), reason="podman or the test bed's amd64 image missing")
 
@@ -295,8 +296,10 @@ def ring(torch_dir, tmp_path_factory):
             networks[a].append("%s:interface_name=%s,ip=%s" % (name, a_if, plan[a][a_if]))
             networks[b].append("%s:interface_name=%s,ip=%s" % (name, b_if, plan[b][b_if]))
         # perftest's stand-in on PATH: each cable's bandwidth test runs over the cable's own subnets.
+        # A ring checks the NCCL each node's venv loads (refused unread): the provisioned venv's library stands in.
         specs = dict((names[h], (networks[h], ["%s:/opt/xtorch:ro" % torch_dir, "%s:/usr/local/bin/ib_write_bw:ro"
-                                               % IB_WRITE_BW] + stand_in_tree(root, h, "spark", cabled="both")))
+                                               % IB_WRITE_BW] + stand_in_tree(root, h, "spark", cabled="both")
+                                 + stand_in_venv(root, h)))
                      for h in RING)
         start_hosts(specs)
         # The management names resolve as a site's DNS would (podman's CNI here has no DNS plugin): gloo's

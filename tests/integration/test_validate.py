@@ -16,7 +16,7 @@ import re
 import pytest
 import yaml
 
-from ansible_collections.sparkforge.stack.plugins.module_utils.plan import validate
+from ansible_collections.sparkforge.stack.plugins.module_utils.plan import validate, var_names
 from helpers import COLLECTION, REPO, bad_input_rows
 
 
@@ -32,7 +32,7 @@ def specs():
             for name, value in (yaml.safe_load(handle) or {}).items():
                 defaults.setdefault(name, value)
     # As the argument_specs lookup gives them to preflight: empty and null role defaults marked.
-    return validate.mark_defaults(validate.specs_from_argument_specs(docs), defaults)
+    return var_names.mark_defaults(var_names.specs_from_argument_specs(docs), defaults)
 
 
 SPECS = specs()
@@ -84,8 +84,8 @@ def test_each_bad_input_is_refused_naming_the_variable(row_id, name, value, mess
                          ids=[r[0] for r in ROWS if r[0].startswith("N")])
 def test_each_misspelt_name_is_refused_with_the_closest_name(row_id, name, value, message):
     assert name not in KNOWN and name not in known_names()["names"]
-    assert name.startswith(tuple(validate.prefixes(ROLES)))
-    errors = validate.unknown_names({name: value}, KNOWN, validate.prefixes(ROLES))
+    assert name.startswith(tuple(var_names.prefixes(ROLES)))
+    errors = var_names.unknown_names({name: value}, KNOWN, var_names.prefixes(ROLES))
     assert [e["message"] for e in errors] == [message]
 
 
@@ -227,8 +227,8 @@ def test_good_paths_and_numbers_pass_typed():
 def test_names_set_reads_what_roles_set():
     doc = [{"name": "t", "ansible.builtin.set_fact": {"a_one": 1, "cacheable": True}, "register": "a_two"},
            {"block": [{"vars": {"a_three": 1}, "loop_control": {"loop_var": "a_four"}}]}]
-    assert validate.names_set(doc) == {"a_one", "a_two", "a_three", "a_four"}
-    assert validate.names_set({"a_five": 1}, top_level=True) == {"a_five"}
+    assert var_names.names_set(doc) == {"a_one", "a_two", "a_three", "a_four"}
+    assert var_names.names_set({"a_five": 1}, top_level=True) == {"a_five"}
 
 
 def test_protected_dirs_are_the_collection_and_its_checkout():
@@ -249,6 +249,6 @@ def test_an_empty_value_a_role_default_can_render_is_accepted_and_one_it_cannot_
     assert errors == [] and values["cluster_fabric_apply_command"] == []
     _values, errors = validate.check({"pytorch_venv": ""}, SPECS)
     assert [e["variable"] for e in errors] == ["pytorch_venv"]
-    assert validate.default_may_be_empty("{{ x | default('', true) }}", {})
-    assert not validate.default_may_be_empty("{{ x | default('/opt/x') }}", {})
-    assert validate.default_may_be_empty("{{ x }}", {"x": []})
+    assert var_names.default_may_be_empty("{{ x | default('', true) }}", {})
+    assert not var_names.default_may_be_empty("{{ x | default('/opt/x') }}", {})
+    assert var_names.default_may_be_empty("{{ x }}", {"x": []})

@@ -6,9 +6,10 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import os
-import sys
 
 import yaml
+
+from sparkforge.collection import COLLECTION_REL, module_utils
 
 from .project import project_root
 from .runs import _error_result, parse_extravars, run_playbook
@@ -99,7 +100,7 @@ def _out_dir_problem(out, project_dir=None):
     root = project_root(project_dir)
     validate = _collection_validate(root)
     if validate is not None:
-        collection = os.path.join(root, "collections", "ansible_collections", "sparkforge", "stack")
+        collection = os.path.join(root, COLLECTION_REL)
         try:
             validate.check_one("sparkforge_bundle_out", path, {"type": "path"}, validate.protected_dirs(collection))
         except validate.Invalid as exc:
@@ -109,11 +110,4 @@ def _out_dir_problem(out, project_dir=None):
 
 def _collection_validate(root):
     """The collection's module_utils/plan/validate (the project's copy), or None where it cannot be imported."""
-    collections = os.path.join(root, "collections")
-    if os.path.isdir(collections) and collections not in sys.path:
-        sys.path.insert(0, collections)
-    try:
-        from ansible_collections.sparkforge.stack.plugins.module_utils.plan import validate
-    except ImportError:
-        return None
-    return validate
+    return module_utils(root, "plan.validate")

@@ -46,7 +46,7 @@ import yaml
 from ansible.errors import AnsibleLookupError
 from ansible.plugins.lookup import LookupBase
 
-from ansible_collections.sparkforge.stack.plugins.module_utils.plan.validate import mark_defaults
+from ansible_collections.sparkforge.stack.plugins.module_utils.plan.var_names import mark_defaults
 
 # libyaml's loader where PyYAML has it (as known_names and run_names): preflight's check of the variables reads
 # every role's specs and defaults four times a host, 0.15 s each with the pure-Python loader, 0.02 s with it.
@@ -80,7 +80,7 @@ class LookupModule(LookupBase):
                                 (key, {"type": sub.get("type", "str"), "elements": sub.get("elements"),
                                        "required": bool(sub.get("required")), "choices": sub.get("choices")})
                                 for key, sub in spec["options"].items())
-        # Where a role's own default is empty or null, that value is one it documents (validate.mark_defaults).
+        # Where a role's own default is empty or null, that value is one it documents (var_names.mark_defaults).
         defaults = {}
         for path in sorted(glob.glob(os.path.join(roles_dir, "*", "defaults", "main.yml"))
                            + glob.glob(os.path.join(roles_dir, "*", "defaults", "main", "*.yml"))):

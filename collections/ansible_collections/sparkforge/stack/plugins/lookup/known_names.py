@@ -47,7 +47,7 @@ import yaml
 from ansible.errors import AnsibleLookupError
 from ansible.plugins.lookup import LookupBase
 
-from ansible_collections.sparkforge.stack.plugins.module_utils.plan import validate
+from ansible_collections.sparkforge.stack.plugins.module_utils.plan import validate, var_names
 
 
 # libyaml's loader where PyYAML has it: every host's preflight reads the roles (about ten times faster).
@@ -63,19 +63,19 @@ def known_names(roles_dir):
     roles = sorted(name for name in os.listdir(roles_dir) if os.path.isdir(os.path.join(roles_dir, name)))
     names = set(validate.EXTRA_SPECS) | set(validate.INTERNAL_NAMES)
     specs = [_load(path) for path in sorted(glob.glob(os.path.join(roles_dir, "*", "meta", "argument_specs.yml")))]
-    names.update(validate.specs_from_argument_specs(specs))
+    names.update(var_names.specs_from_argument_specs(specs))
     for role in roles:
         base = os.path.join(roles_dir, role)
         for sub in ("defaults", "vars"):
             for path in sorted(glob.glob(os.path.join(base, sub, "**", "*.yml"), recursive=True)):
-                names.update(validate.names_set(_load(path), top_level=True))
+                names.update(var_names.names_set(_load(path), top_level=True))
         for sub in ("tasks", "handlers", "meta"):
             for path in sorted(glob.glob(os.path.join(base, sub, "**", "*.yml"), recursive=True)):
-                names.update(validate.names_set(_load(path)))
+                names.update(var_names.names_set(_load(path)))
     playbooks = os.path.join(os.path.dirname(roles_dir), "playbooks")
     for path in sorted(glob.glob(os.path.join(playbooks, "*.yml"))):
-        names.update(validate.names_set(_load(path)))
-    return {"prefixes": validate.prefixes(roles), "names": sorted(names)}
+        names.update(var_names.names_set(_load(path)))
+    return {"prefixes": var_names.prefixes(roles), "names": sorted(names)}
 
 
 class LookupModule(LookupBase):

@@ -116,8 +116,8 @@ from ansible_collections.sparkforge.stack.plugins.module_utils.plan.validate imp
     UNSET,
     check,
     protected_dirs,
-    unknown_names,
 )
+from ansible_collections.sparkforge.stack.plugins.module_utils.plan.var_names import unknown_names
 
 
 def main():

@@ -152,7 +152,8 @@ options:
       C(parity) - each host's C(facts) result, keyed by host.
     type: dict
   min_link_fraction:
-    description: For C(summarize) - a pair below this fraction of its slower NIC's speed is slow.
+    description: For C(summarize) - a pair below this fraction of its slower NIC's speed is slow; so is a pair whose
+      hosts' link rates are both unknown (nothing to judge it against, so it is not passed).
     type: float
     default: 0.5
   min_gbs:

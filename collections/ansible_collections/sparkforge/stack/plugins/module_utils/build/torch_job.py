@@ -47,6 +47,7 @@ from ansible_collections.sparkforge.stack.plugins.module_utils._common.job impor
 )
 from ansible_collections.sparkforge.stack.plugins.module_utils.build import repro
 from ansible_collections.sparkforge.stack.plugins.module_utils.build import torch_build as tb
+from ansible_collections.sparkforge.stack.plugins.module_utils.build import torch_fixes
 
 
 def nvcc_version(system, cuda_home):
@@ -258,7 +259,7 @@ class TorchWheelJob(Job):
             if not os.path.isfile(patch):
                 raise JobError("patch file %s does not exist" % patch)
             patches[patch] = sha256_file(patch)
-        fix_defs = dict((name, tb.fix_fingerprint(fixes_data[name])) for name in fix_names)
+        fix_defs = dict((name, torch_fixes.fix_fingerprint(fixes_data[name])) for name in fix_names)
         key_inputs = {
             "commit": commit, "version": version, "build_number": p["build_number"],
             "arch_list": arch["arch_list"], "features": features, "env": tb.output_env(env),
@@ -287,8 +288,8 @@ class TorchWheelJob(Job):
         if git_output(self.system, ["rev-parse", "HEAD"], src_dir) != plan["commit"]:
             return not_checked
         try:
-            return tb.apply_all(src_dir, names, plan["fixes_data"], list(plan["patches"]), check_only=True)
-        except tb.FixError as exc:
+            return torch_fixes.apply_all(src_dir, names, plan["fixes_data"], list(plan["patches"]), check_only=True)
+        except torch_fixes.FixError as exc:
             raise JobError("the build would fail: %s" % exc)
 
     def build_and_publish(self, plan):
@@ -349,16 +350,16 @@ def build(p, system, status, env, src_dir, commit, ref, cloned, fix_names, fixes
         if cloned:
             rc, out, _err = system.run(["git", "rev-parse", "--verify", "-q", "HEAD"], cwd=src_dir)
             head = out.strip() if rc == 0 else ""
-        if head != commit and os.path.exists(os.path.join(src_dir, tb.MARKER)):
+        if head != commit and os.path.exists(os.path.join(src_dir, torch_fixes.MARKER)):
             # Another commit: its pristine tree (checked out and cleaned below) has no fixes applied.
-            os.unlink(os.path.join(src_dir, tb.MARKER))
+            os.unlink(os.path.join(src_dir, torch_fixes.MARKER))
         # The tag's commit and the submodules' pinned commits only, at depth 1 (a resumed run fetches nothing).
         git_fetch.fetch_checkout(p["repo"], ref, commit, src_dir, log_path, status, submodules=p["submodules"],
                                  jobs=p["fetch_jobs"], env=genv, clean=True)
     status.phase("fixes")
     try:
-        fixes = tb.apply_all(src_dir, fix_names, fixes_data, patches)
-    except tb.FixError as exc:
+        fixes = torch_fixes.apply_all(src_dir, fix_names, fixes_data, patches)
+    except torch_fixes.FixError as exc:
         status.finish("failed", str(exc))
         raise
     reqs = p["build_requirements"] or tb.read_build_requirements(src_dir)

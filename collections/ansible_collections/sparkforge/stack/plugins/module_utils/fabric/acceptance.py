@@ -132,14 +132,18 @@ def judge_collectives(raw, n, link_gbps, min_fraction):
         if min_fraction and fraction is not None and fraction < min_fraction:
             reasons.append("busbw %.3f GB/s is %.1f%% of the slowest node's %g Gb/s link (%.3f GB/s), below %.0f%%"
                            % (busbw, 100 * fraction, link_gbps, link_gbs, 100 * min_fraction))
+        unjudged = bool(min_fraction) and fraction is None
+        if unjudged:
+            # A missing measurement fails safe: a collective no link rate judges is not passed.
+            reasons.append("no node's link rate to judge it against (set xhost_link_speed_gbps, or give xhost_ifname "
+                           "or xhost_hca whose rate sysfs reports)")
         if not_exact:
             reasons.append("result not exact on %s" % ", ".join(not_exact))
         rows.append({"op": c["op"], "bytes": c["bytes"], "total_bytes": total, "nodes": n, "iters": c.get("iters"),
                      "seconds": round(seconds, 6), "algbw": round(algbw, 3), "busbw": round(busbw, 3),
                      "link_gbps": link_gbps, "pct_of_link": round(100 * fraction, 1) if fraction is not None else None,
-                     "exact": not not_exact, "not_exact_on": not_exact, "slow": bool(fraction is not None and
-                                                                                     min_fraction and
-                                                                                     fraction < min_fraction),
+                     "exact": not not_exact, "not_exact_on": not_exact, "slow": unjudged or bool(
+                         fraction is not None and min_fraction and fraction < min_fraction),
                      "why": "; ".join(reasons) or None})
     return rows
 

@@ -224,18 +224,24 @@ def patched_env(spec, nodes):
 
 def nccl_errors(topology, spec, host, nodes, installed, nccl_version=None):
     """The NCCL a topology needs against the one the host's venv loads (installed: nccl_lib.read) or, when the user
-    names it, cluster_fabric_nccl_version: older than min_nccl is refused; a ring larger than stock NCCL takes is
-    refused unless the library carries the patched build's markers (unread: refused, it cannot be proven)."""
+    names it, cluster_fabric_nccl_version: older than min_nccl is refused, and so is an NCCL that was not read (a
+    missing measurement fails safe: the minimum cannot be proven); a ring larger than stock NCCL takes is refused
+    unless the library carries the patched build's markers (unread: refused, it cannot be proven)."""
     errors = []
     want = spec.get("min_nccl")
     if nccl_version and not _version(nccl_version):
         return ["cluster_fabric_nccl_version %r is not a version like 2.30.7" % nccl_version]
     have, whose = (nccl_version, "cluster_fabric_nccl_version") if nccl_version else (
         installed.get("version"), installed.get("path"))
-    if want and have and _version(have) < _version(want):
+    needs = ", ".join(sorted(spec.get("env") or {})) or "its variables"
+    if want and not have:
+        errors.append("%s: the %s needs NCCL %s or later (for %s), and the NCCL the venv's torch loads was not read "
+                      "(%s): install the stack first (spark.yml; cluster_fabric_nccl_venv names the venv), or set "
+                      "cluster_fabric_nccl_version to the NCCL every node runs"
+                      % (host, topology, want, needs, installed.get("why") or "no venv was read"))
+    elif want and _version(have) < _version(want):
         errors.append("%s: NCCL %s (%s) is older than the %s needs (%s or later, for %s): build NCCL %s or later "
-                      "into the venv's torch" % (host, have, whose, topology, want,
-                                                 ", ".join(sorted(spec.get("env") or {})) or "its variables", want))
+                      "into the venv's torch" % (host, have, whose, topology, want, needs, want))
     stock = spec.get("stock_max_nodes")
     patched = spec.get("patched_nccl") or {}
     if stock is not None and nodes > stock and not installed.get("switchless"):

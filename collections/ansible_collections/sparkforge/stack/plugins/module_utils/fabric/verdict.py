@@ -37,6 +37,10 @@ def judge(pairs, speeds, min_fraction, min_gbs=None):
         reasons = []
         if min_fraction and fraction is not None and fraction < min_fraction:
             reasons.append("%.1f%% of the %g Gb/s link, below %.0f%%" % (100 * fraction, link, 100 * min_fraction))
+        elif min_fraction and link is None:
+            # A missing measurement fails safe: a pair no link rate judges is not passed.
+            reasons.append("no link rate of %s or %s to judge it against (set xhost_link_speed_gbps, or give "
+                           "xhost_ifname or xhost_hca whose rate sysfs reports)" % (a, b))
         if min_gbs and p["gbs"] < min_gbs:
             reasons.append("%.2f GB/s, below %g GB/s" % (p["gbs"], min_gbs))
         rows.append({"a": a, "b": b, "bytes": p["bytes"], "gbs": p["gbs"], "link_gbps": link,

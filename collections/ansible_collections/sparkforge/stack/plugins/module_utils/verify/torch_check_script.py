@@ -1,16 +1,17 @@
 # -*- coding: utf-8 -*-
 # Copyright: sparkforge developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-# Kept whole: the host runs this file alone, with a Python that cannot import the collection (see the
-# docstring), so every check and its helpers stay in it.
+# Kept whole: the host runs this file with a Python that cannot import the collection (see the docstring), so
+# every check and its helpers stay in it; only the NVML sampler is beside it (nvml_sampler.py, shipped with it).
 """The check script torch_verify runs with the stack venv's python, and the one list of its check groups.
 
 This file is both a module_utils (torch_checks imports it for ``check_groups()`` and ships its text in
 the module's payload) and the script itself: torch_checks writes this file's source to the host and
 runs ``<venv python> <file> '<json config>'``, because the checks need the venv's torch, which the
 module's interpreter does not have.  So it imports only the standard library at the top; torch, triton
-and pynvml are imported by ``main()`` and the checks, in the venv.  It is one file of about 700 lines on
-purpose: the host runs it alone, with a Python that cannot import the collection, so all it needs is here.
+and pynvml are imported by ``main()`` and the checks, in the venv.  The host runs it with a Python that cannot
+import the collection, so all it needs is here, but for the NVML sampler (nvml_sampler.py), which torch_checks
+writes into the same directory and the benchmarks load from beside this file.
 
 ``main()`` reads the JSON config from argv[1], prints one JSON document on its last stdout line, and
 never raises: a missing torch or a missing GPU is a result ("status": "no_torch" / "no_gpu"), and an
@@ -303,69 +304,16 @@ def _gds():
 
 # ------------------------------------------------------------ benchmarks ----
 
-class Nvml(object):
-    """NVML read in a thread while the benchmarks run: SM and memory clock, power, temperature, throttle reasons.
-
-    Samples are [time, sm_mhz, mem_mhz, power_w, temp_c, reasons bitmask]; each benchmark keeps those of its
-    timed window, and torch_checks summarises and judges them.  Without nvidia-ml-py (pynvml) or a driver
-    that answers, ``error`` says why and the figures are reported without clocks."""
-
-    def __init__(self, uuid, interval):
-        import threading
-        self.samples = []
-        self.info = {"available": False}
-        self.error = None
-        self._stop = threading.Event()
-        self.interval = interval
-        try:
-            import pynvml as nv
-            nv.nvmlInit()
-            try:
-                handle = nv.nvmlDeviceGetHandleByUUID(uuid) if uuid else None
-            except Exception:
-                handle = None
-            if handle is None:
-                handle = nv.nvmlDeviceGetHandleByIndex(int((os.environ.get("CUDA_VISIBLE_DEVICES") or "0").split(",")[0]))
-            self.nv, self.handle = nv, handle
-            self.reasons = (getattr(nv, "nvmlDeviceGetCurrentClocksEventReasons", None) or
-                            nv.nvmlDeviceGetCurrentClocksThrottleReasons)
-            self.info = {"available": True, "interval_s": interval}
-            for key, func in (("power_limit_w", lambda: nv.nvmlDeviceGetEnforcedPowerLimit(handle) / 1000.0),
-                              ("default_power_limit_w", lambda: nv.nvmlDeviceGetPowerManagementDefaultLimit(handle) / 1000.0),
-                              ("max_sm_mhz", lambda: nv.nvmlDeviceGetMaxClockInfo(handle, nv.NVML_CLOCK_SM)),
-                              ("max_mem_mhz", lambda: nv.nvmlDeviceGetMaxClockInfo(handle, nv.NVML_CLOCK_MEM)),
-                              ("slowdown_temp_c", lambda: nv.nvmlDeviceGetTemperatureThreshold(
-                                  handle, nv.NVML_TEMPERATURE_THRESHOLD_SLOWDOWN)),
-                              ("driver", nv.nvmlSystemGetDriverVersion)):
-                try:
-                    value = func()
-                    self.info[key] = value.decode() if isinstance(value, bytes) else value
-                except Exception:
-                    self.info[key] = None
-            self._thread = threading.Thread(target=self._run, name="sparkforge-nvml")
-            self._thread.daemon = True
-            self._thread.start()
-        except Exception as exc:  # noqa: no pynvml, no NVML library, no answer
-            self.error = "%s: %s" % (type(exc).__name__, exc)
-            self.info = {"available": False, "error": self.error}
-
-    def _run(self):
-        nv, handle = self.nv, self.handle
-        while not self._stop.is_set():
-            try:
-                self.samples.append([round(time.time(), 3), nv.nvmlDeviceGetClockInfo(handle, nv.NVML_CLOCK_SM),
-                                     nv.nvmlDeviceGetClockInfo(handle, nv.NVML_CLOCK_MEM),
-                                     round(nv.nvmlDeviceGetPowerUsage(handle) / 1000.0, 1),
-                                     nv.nvmlDeviceGetTemperature(handle, nv.NVML_TEMPERATURE_GPU), int(self.reasons(handle))])
-            except Exception as exc:  # noqa
-                self.error = "%s: %s" % (type(exc).__name__, exc)
-            self._stop.wait(self.interval)
-
-    def window(self, t0, t1):
-        return [s for s in self.samples if t0 <= s[0] <= t1]
-
-    def stop(self):
-        self._stop.set()
+def _sampler():
+    """The NVML sampler's class, from nvml_sampler.py beside this file: torch_checks.run_script writes both files
+    into one directory on the host, and in the collection they are siblings too. Loaded by path, so the script
+    needs neither the collection nor a change to sys.path."""
+    import importlib.util
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "nvml_sampler.py")
+    spec = importlib.util.spec_from_file_location("sparkforge_nvml_sampler", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.Nvml
 
 
 def bench(func, iters, warmup=3):
@@ -706,7 +654,7 @@ def main(argv=None):
 
     if CFG.get("benchmarks", True):
         started = time.time()
-        NVML = Nvml(OUT["device"].get("uuid"), float(CFG.get("nvml_interval", 0.05)))
+        NVML = _sampler()(OUT["device"].get("uuid"), float(CFG.get("nvml_interval", 0.05)))
         OUT["nvml"] = NVML.info
         OUT["bench_method"] = {"warm_s": WARM_S, "min_timed_s": TIME_S, "chunk_ms": 20,
                                "figure": "median over chunks of back-to-back calls between CUDA events"}

@@ -17,13 +17,14 @@ import json
 import math
 import os
 import re
+import shutil
 import subprocess
 import tempfile
 
 from ansible_collections.sparkforge.stack.plugins.module_utils.verify import multi_gpu
 from ansible_collections.sparkforge.stack.plugins.module_utils.cuda import fatbin
 from ansible_collections.sparkforge.stack.plugins.module_utils.verify import gpu_clocks, png_chart
-from ansible_collections.sparkforge.stack.plugins.module_utils.verify import torch_check_script
+from ansible_collections.sparkforge.stack.plugins.module_utils.verify import nvml_sampler, torch_check_script
 from ansible_collections.sparkforge.stack.plugins.module_utils._common.clock import utc_now
 from ansible_collections.sparkforge.stack.plugins.module_utils._common.files import atomic_write_text
 
@@ -37,14 +38,13 @@ class VerifyError(Exception):
     pass
 
 
-def script_source():
-    """The check script's text, read through its module's loader: a file on the controller, the payload's
-    zip when Ansible runs the module on a host."""
-    loader = getattr(torch_check_script, "__loader__", None)
-    source = loader.get_source(torch_check_script.__name__) if loader is not None else None
+def script_source(module=torch_check_script):
+    """The check script's text (or its sampler's, ``module=nvml_sampler``), read through its module's loader: a
+    file on the controller, the payload's zip when Ansible runs the module on a host."""
+    loader = getattr(module, "__loader__", None)
+    source = loader.get_source(module.__name__) if loader is not None else None
     if not source:
-        raise VerifyError("cannot read the check script's source (%s) from the module's payload"
-                          % torch_check_script.__name__)
+        raise VerifyError("cannot read the check script's source (%s) from the module's payload" % module.__name__)
     return source
 
 
@@ -62,10 +62,13 @@ def run_script(python, config, timeout, env=None):
     if not os.path.exists(python):
         raise VerifyError("python %s does not exist: give the stack venv's interpreter "
                           "(e.g. /opt/sparkforge/venv/bin/python)" % python)
-    handle = tempfile.NamedTemporaryFile("w", prefix="sparkforge-verify-", suffix=".py", delete=False)
+    # The script and its NVML sampler in one directory: the script loads the sampler from beside itself.
+    work = tempfile.mkdtemp(prefix="sparkforge-verify-")
+    script = os.path.join(work, "torch_check_script.py")
     try:
-        with handle:
-            handle.write(script_source())
+        for name, module in ((script, torch_check_script), (os.path.join(work, "nvml_sampler.py"), nvml_sampler)):
+            with open(name, "w") as handle:
+                handle.write(script_source(module))
         child_env = dict(os.environ)
         child_env.update(env or {})
         # The override makes cuBLAS use TF32 even where torch asks for strict FP32; the checks measure
@@ -74,14 +77,14 @@ def run_script(python, config, timeout, env=None):
         config = dict(config, tf32_override_configured=override)
         child_env.setdefault("PYTHONUNBUFFERED", "1")
         try:
-            proc = subprocess.run([python, handle.name, json.dumps(config)], stdout=subprocess.PIPE,
+            proc = subprocess.run([python, script, json.dumps(config)], stdout=subprocess.PIPE,
                                   stderr=subprocess.PIPE, universal_newlines=True, timeout=timeout, env=child_env,
                                   check=False)
         except subprocess.TimeoutExpired:
             raise VerifyError("the check script did not finish within %ds (raise timeout, or lower bench_scale)"
                               % timeout)
     finally:
-        os.unlink(handle.name)
+        shutil.rmtree(work, ignore_errors=True)
     return parse_output(proc.stdout, proc.stderr, proc.returncode), proc.stdout, proc.stderr
 
 

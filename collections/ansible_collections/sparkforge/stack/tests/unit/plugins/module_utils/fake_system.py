@@ -19,11 +19,14 @@ class FakeSystem:
         # tools: {name: path} found by which
         self.tools = dict(tools or {})
         self.ran = []
+        # the environment each command was given (None: the module's own), in the order of ran
+        self.envs = []
         self.fetched = []
         self.warnings = []
 
     def run(self, cmd, env=None, cwd=None):
         self.ran.append(list(cmd))
+        self.envs.append(None if env is None else dict(env))
         answer = self.commands.get(tuple(cmd), self.commands.get(cmd[0]))
         if answer is None:
             return 127, "", "%s: command not found" % cmd[0]

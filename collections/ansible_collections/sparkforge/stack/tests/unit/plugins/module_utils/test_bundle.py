@@ -11,7 +11,7 @@ import os
 
 import pytest
 
-from ansible_collections.sparkforge.stack.plugins.module_utils.fleet import bundle
+from ansible_collections.sparkforge.stack.plugins.module_utils.fleet import apt_index, bundle
 
 TARGET = bundle.target_of({"cuda_distro": "ubuntu2404", "cuda_repo_arch": "sbsa", "deb_arch": "arm64",
                            "architecture": "aarch64", "python_version": "3.12.3"})
@@ -30,9 +30,9 @@ def test_target_of_names_distro_arch_and_python_minor():
     ("9.13.0.50-1", "9.13.0.50-1.1"),
 ])
 def test_debian_version_order(low, high):
-    assert bundle.deb_version_cmp(low, high) == -1
-    assert bundle.deb_version_cmp(high, low) == 1
-    assert bundle.deb_version_cmp(low, low) == 0
+    assert apt_index.deb_version_cmp(low, high) == -1
+    assert apt_index.deb_version_cmp(high, low) == 1
+    assert apt_index.deb_version_cmp(low, low) == 0
 
 
 PACKAGES = """\
@@ -84,7 +84,7 @@ SHA256: %(a)s
 
 
 def test_apt_closure_follows_pins_relations_and_stays_in_the_index():
-    chosen = bundle.apt_closure(bundle.parse_packages(PACKAGES), ["libcublas-13-0=13.0.*", "cudnn9-cuda-13"], "arm64")
+    chosen = apt_index.apt_closure(apt_index.parse_packages(PACKAGES), ["libcublas-13-0=13.0.*", "cudnn9-cuda-13"], "arm64")
     got = [(st["Package"], st["Version"]) for st in chosen]
     # The highest arm64 cuBLAS matching the glob; cudnn's `=` relation picks 9.13, not the newer 9.14;
     # libc6 and libstdc++6 are the distribution's (its mirror serves them).
@@ -93,16 +93,16 @@ def test_apt_closure_follows_pins_relations_and_stays_in_the_index():
 
 
 def test_apt_closure_names_what_is_not_there():
-    stanzas = bundle.parse_packages(PACKAGES)
-    with pytest.raises(bundle.BundleError, match="libnccl2 is not in the repository's Packages index"):
-        bundle.apt_closure(stanzas, ["libnccl2=2.*"], "arm64")
-    with pytest.raises(bundle.BundleError, match=r"no version of libcublas-13-0 in the repository matches glob 12\.\* "
-                                                 r"\(requested; it has 13\.0\.0\.19-1, 13\.0\.2\.14-1\)"):
-        bundle.apt_closure(stanzas, ["libcublas-13-0=12.*"], "arm64")
+    stanzas = apt_index.parse_packages(PACKAGES)
+    with pytest.raises(apt_index.AptIndexError, match="libnccl2 is not in the repository's Packages index"):
+        apt_index.apt_closure(stanzas, ["libnccl2=2.*"], "arm64")
+    with pytest.raises(apt_index.AptIndexError, match=r"no version of libcublas-13-0 in the repository matches glob "
+                                                      r"12\.\* \(requested; it has 13\.0\.0\.19-1, 13\.0\.2\.14-1\)"):
+        apt_index.apt_closure(stanzas, ["libcublas-13-0=12.*"], "arm64")
 
 
 def test_parse_depends_keeps_alternatives_and_relations():
-    assert bundle.parse_depends("a (>= 1.0), b | c (= 2:3-1), d:any") == [
+    assert apt_index.parse_depends("a (>= 1.0), b | c (= 2:3-1), d:any") == [
         [("a", ">=", "1.0")], [("b", None, None), ("c", "=", "2:3-1")], [("d", None, None)]]
 
 

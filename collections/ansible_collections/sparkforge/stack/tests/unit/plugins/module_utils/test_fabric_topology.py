@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from ansible_collections.sparkforge.stack.plugins.module_utils.fabric import fabric, fabric_addr, nccl_lib, topology
-from ansible_collections.sparkforge.stack.plugins.module_utils.plan import validate
+from ansible_collections.sparkforge.stack.plugins.module_utils.plan import validate, var_names
 
 sys.path.insert(0, os.path.dirname(__file__))
 import fabric_trees  # noqa: E402  pylint: disable=wrong-import-position
@@ -123,7 +123,7 @@ def test_a_ring_of_four_is_refused_on_stock_nccl_and_takes_the_patched_build(tmp
     # Unread is refused too: a ring of four cannot be proven without the library.
     for h in hosts.values():
         h["nccl"] = nccl_lib.read(str(tmp_path / "absent"))
-    assert "its NCCL was not read" in topology.nccl_env("ring", names(4), hosts, data, "spark-3")[2][0]
+    assert any("its NCCL was not read" in e for e in topology.nccl_env("ring", names(4), hosts, data, "spark-3")[2])
     patched = venv_with_nccl(tmp_path / "patched", "2.30.7", ["SWITCHLESS: skipping ncclTransportTreeConnect",
                                                               "SWITCHLESS: skipping ncclTransportPatConnect"])
     for h in hosts.values():
@@ -133,6 +133,8 @@ def test_a_ring_of_four_is_refused_on_stock_nccl_and_takes_the_patched_build(tmp
     assert env["NCCL_IB_MERGE_NICS"] == "0" and env["NCCL_IB_SUBNET_AWARE_ROUTING"] == "1"
     # A ring of three on stock NCCL takes none of the patched build's variables.
     three = cluster(tmp_path / "three", 3, all={"cabled": "both"})
+    for h in three.values():
+        h["nccl"] = stock
     env, _notes, errors = topology.nccl_env("ring", names(3), three, data, "spark-1")
     assert errors == [] and "NCCL_SKIP_TREE_CONNECT" not in env and "NCCL_ALGO" not in env
 
@@ -148,6 +150,34 @@ def test_a_ring_refuses_the_older_nccl_its_venv_loads_unasked(tmp_path, data, ro
     assert row and errors == [
         "spark-2: NCCL 2.27.5 (%s) is older than the ring needs (2.30.7 or later, for NCCL_IB_SUBNET_AWARE_ROUTING, "
         "NCCL_NET_PLUGIN): build NCCL 2.30.7 or later into the venv's torch" % old["path"]]
+
+
+@pytest.mark.parametrize("row", [pytest.param("X14", id="X14")])
+def test_a_ring_whose_nccl_was_not_read_is_refused_naming_what_was_not_read(tmp_path, data, row):
+    """A missing measurement fails safe (issue 54, item 4): no library the venv's torch could load holds an NCCL
+    version string, so the ring's NCCL minimum cannot be proven, and the plan refuses naming what it could not
+    read; the version the user names (cluster_fabric_nccl_version) is checked instead when set."""
+    hosts = cluster(tmp_path, 3, all={"cabled": "both"})
+    venv = tmp_path / "venv" / "lib" / "python3.12" / "site-packages" / "torch" / "lib"
+    venv.mkdir(parents=True)
+    (venv / "libtorch_cuda.so").write_bytes(b"\0" * 64)  # a torch whose library holds no NCCL version string
+    unread = nccl_lib.read(str(tmp_path / "venv"), system=str(tmp_path / "none"))
+    for h in hosts.values():
+        h["nccl"] = unread
+    _env, _notes, errors = topology.nccl_env("ring", names(3), hosts, data, "spark-2")
+    assert row and errors == [
+        "spark-2: the ring needs NCCL 2.30.7 or later (for NCCL_IB_SUBNET_AWARE_ROUTING, NCCL_NET_PLUGIN), and the "
+        "NCCL the venv's torch loads was not read (no library torch could load holds an NCCL version string (%s: no "
+        "NCCL version string)): install the stack first (spark.yml; cluster_fabric_nccl_venv names the venv), or set "
+        "cluster_fabric_nccl_version to the NCCL every node runs" % (venv / "libtorch_cuda.so")]
+    no_venv = nccl_lib.read(str(tmp_path / "absent"))
+    for h in hosts.values():
+        h["nccl"] = no_venv
+    assert "was not read (no venv at %r to read torch's NCCL from)" % str(tmp_path / "absent") in \
+        topology.nccl_env("ring", names(3), hosts, data, "spark-2")[2][0]
+    assert topology.nccl_env("ring", names(3), hosts, data, "spark-2", nccl_version="2.30.7")[2] == []
+    # A switch has no NCCL minimum: nothing to refuse there.
+    assert topology.nccl_errors("switch", data["switch"], "s1", 3, no_venv) == []
 
 
 @pytest.mark.parametrize("row", [pytest.param("X05", id="X05")])
@@ -252,7 +282,7 @@ def test_an_unknown_topology_is_refused(tmp_path, data, row):
     assert row and topology.resolve("mesh", names(2), {}, data) == (None, [message])
     # The preflight's validator says the same from the role's argument_specs, before any task.
     with open(os.path.join(COLLECTION, "roles", "cluster_fabric", "meta", "argument_specs.yml")) as handle:
-        specs = validate.specs_from_argument_specs([yaml.safe_load(handle)])
+        specs = var_names.specs_from_argument_specs([yaml.safe_load(handle)])
     assert message in str(validate.check({"cluster_fabric_topology": "mesh"}, specs))
 
 
@@ -287,6 +317,9 @@ def test_plan_cluster_two_nodes_is_todays_plan(tmp_path, data):
 
 def test_plan_cluster_ring_of_three_renders_four_addresses_a_host(tmp_path, data):
     hosts = cluster(tmp_path, 3, all={"cabled": "both"})
+    installed = venv_with_nccl(tmp_path / "venv", "2.30.7")
+    for h in hosts.values():
+        h["nccl"] = installed
     res = topology.plan_cluster(spec_of(hosts), names(3), "auto", data, "static", "10.20.0.0/21")
     assert res["errors"] == [] and res["topology"] == "ring" and len(res["links"]) == 6
     part = res["hosts"]["spark-2"]

@@ -125,3 +125,30 @@ def test_the_job_resolves_the_matrix_and_refuses_a_bad_arch_list_before_the_host
     res = hw.HeavyWheelsJob(dict(p, cuda_arch_list="12.1"), host, check_mode=True).run()
     assert [w["name"] for w in res["wheels"]] == ["flash-attn"] and res["changed"] is True
     assert "against the torch this run builds" in res["wheels"][0]["plan"] and host.ran == []
+
+
+def test_the_build_finds_the_plans_nvcc_first_on_path(tmp_path):
+    """A setup.py that looks for nvcc on PATH (many do, not only torch's cpp_extension) must find the toolkit
+    the plan chose, not the host's: pip runs with $CUDA_HOME/bin first on PATH (heavy_build.toolkit_env)."""
+    seen = tmp_path / "path-seen"
+    venv_bin = tmp_path / "venv" / "bin"
+    venv_bin.mkdir(parents=True)
+    # The venv's python records the PATH pip would run with, then fails the download: nothing further runs.
+    (venv_bin / "python").write_text("#!/bin/sh\nprintf '%%s' \"$PATH\" > %s\nexit 1\n" % seen)
+    (venv_bin / "python").chmod(0o755)
+    cuda = tmp_path / "cuda"
+    (cuda / "bin").mkdir(parents=True)
+    (cuda / "bin" / "nvcc").write_text("")
+    (cuda / "bin" / "nvcc").chmod(0o755)
+    item = [i for i in plan() if i["name"] == "flash-attn"][0]
+    item["gpu_env"], _n, item["audit_targets"] = hw.plan_item(item, "12.1", ["12.1"], cpus=8, memory_gib=64)
+    p = {"venv": str(tmp_path / "venv"), "depends_on": "a" * 64, "cuda_home": str(cuda), "plan": [item],
+         "index_url": None, "extra_index_urls": [], "find_links": [], "no_index": False,
+         "env": {"PATH": "/usr/local/cuda-11/bin:/usr/bin:/bin"}, "wheel_dir": str(tmp_path / "wheels"),
+         "log_dir": None, "force": False, "cuda_arch_list": "12.1"}
+    host = FakeSystem(commands={str(cuda / "bin" / "nvcc"): (0, "Cuda compilation tools, release 13.0, V13.0.88\n",
+                                                             ""),
+                                str(venv_bin / "python"): (0, "cp312\n", "")})
+    with pytest.raises(JobError, match="could not fetch the sdist of flash-attn"):
+        hw.HeavyWheelsJob(p, host).run()
+    assert seen.read_text().split(os.pathsep)[0] == str(cuda / "bin"), seen.read_text()

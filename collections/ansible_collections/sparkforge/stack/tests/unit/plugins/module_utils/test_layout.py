@@ -2,8 +2,11 @@
 # Copyright: sparkforge developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """module_utils by domain: no file left directly in module_utils, an empty package __init__.py in
-every subpackage (explicit packages, not namespace ones), no import cycle between the modules, the
-generic _common importing no domain, and every module importable on its own in a fresh interpreter."""
+every subpackage (explicit packages, not namespace ones), no import cycle between the modules nor between
+the folders (of any length: a folder that imports another is above it), the generic _common importing no
+domain, every module importable on its own in a fresh interpreter, and no Python file of the collection over
+700 lines. These are the collection's own architecture rules: they hold when the collection is tested alone
+(issue 55, item 4)."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -13,6 +16,8 @@ import ast
 import os
 import subprocess
 import sys
+
+from ansible_collections.sparkforge.stack.tests.unit.utils.cycles import strongly_connected
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MU_DIR = os.path.normpath(os.path.join(HERE, "..", "..", "..", "..", "plugins", "module_utils"))
@@ -83,6 +88,57 @@ def test_no_import_cycle():
     for name in sorted(graph):
         if name not in state:
             visit(name)
+
+
+def folder_graph():
+    """``{folder: {folder it imports: [the importing files]}}`` between module_utils' subpackages."""
+    known = modules()
+    graph = {}
+    for name, path in known.items():
+        folder = name[len(MU) + 1:].split(".")[0]
+        mine = graph.setdefault(folder, {})
+        for dep in imported(path, known):
+            other = dep[len(MU) + 1:].split(".")[0]
+            if other != folder:
+                mine.setdefault(other, []).append(os.path.basename(path))
+    return graph
+
+
+def test_the_cycle_finder_finds_cycles_of_any_length():
+    assert strongly_connected({"a": ["b"], "b": ["c"], "c": ["a"], "d": ["a"]}) == [["a", "b", "c"], ["d"]]
+    assert strongly_connected({"a": ["b"], "b": ["a"]}) == [["a", "b"]]
+    assert all(len(c) == 1 for c in strongly_connected({"a": ["b", "c"], "b": ["c"], "c": []}))
+
+
+def test_no_import_cycle_between_module_utils_folders():
+    """A folder that imports another is above it: rules sit beside their users, so dependencies run one way, through
+    any number of folders (cuda -> fleet -> build -> cuda is a cycle as much as cuda -> fleet -> cuda)."""
+    graph = folder_graph()
+    assert sum(len(v) for v in graph.values()) > 10, "the folder import graph was not read"
+    cycles = [c for c in strongly_connected(graph) if len(c) > 1]
+    detail = ["; ".join("%s -> %s (%s)" % (a, b, ", ".join(sorted(set(graph[a][b]))))
+                        for a in cycle for b in sorted(graph[a]) if b in cycle) for cycle in cycles]
+    assert cycles == [], "module_utils folders importing each other in a cycle: " + " | ".join(detail)
+
+
+LIMIT = 700
+
+
+def test_no_python_file_of_the_collection_over_700_lines():
+    """The house rule: a file past 700 lines is split by domain."""
+    root = os.path.normpath(os.path.join(MU_DIR, "..", ".."))
+    files = []
+    for top, dirs, names in os.walk(root):
+        dirs[:] = [d for d in dirs if d not in ("__pycache__", ".git")]
+        files.extend(os.path.join(top, n) for n in names if n.endswith(".py"))
+    assert len(files) > 100, "the collection's Python files were not found under %s" % root
+    long_files = []
+    for path in sorted(files):
+        with open(path) as handle:
+            count = sum(1 for _line in handle)
+        if count > LIMIT:
+            long_files.append("%s (%d lines)" % (os.path.relpath(path, root), count))
+    assert long_files == [], "split these by domain (at most %d lines a file): %s" % (LIMIT, ", ".join(long_files))
 
 
 def test_common_imports_no_domain():

@@ -139,3 +139,23 @@ def test_an_old_pip_is_refused_with_its_answer(venv):
     with pytest.raises(JobError, match="the venv's pip is missing or older than 23 \\(pip 22.0.2 from "):
         MlPackagesJob(params(venv), host).run()
     assert len(host.ran) == 1
+
+
+def test_a_gpu_source_build_runs_pip_with_the_plans_nvcc_first_on_path(venv):
+    """A setup.py that looks for nvcc on PATH finds the toolkit the plan chose (CUDA_HOME), not the one the
+    host's PATH holds first: pip runs with $CUDA_HOME/bin first (heavy_build.toolkit_env)."""
+    gpu_build = {"arch_env": [{"name": "TORCH_CUDA_ARCH_LIST", "form": "torch"}], "jobs_env": "MAX_JOBS",
+                 "threads_env": "NVCC_THREADS", "nvcc_threads": 4,
+                 "job_memory_gib": 9, "checked": ["flash-attn setup.py"]}
+    matrix = {"flash-attn": {"methods": [{"method": "source"}], "source": {"build_isolation": False},
+                             "gpu_build": gpu_build}}
+    pip = FakePip({"flash-attn": "2.8.3"}, TORCH)
+    host = a_host(venv, pip)
+    cuda_home = "/usr/local/cuda-13.0"
+    args = params(venv, matrix=matrix, pins={"flash-attn": "2.8.3"}, packages=["flash-attn"], audit_targets=["12.1"],
+                  cuda_arch_list="12.1", build_cpus=8, build_memory_gib=64,
+                  env={"CUDA_HOME": cuda_home, "PATH": "/usr/local/cuda-11.8/bin:/usr/bin:/bin"})
+    res = MlPackagesJob(args, host, check_mode=True).run()
+    assert res["packages"][0]["status"] == "would_install", res["packages"][0]
+    probes = [env for cmd, env in zip(host.ran, host.envs) if cmd[3:4] == ["install"]]
+    assert probes and all(env["PATH"].split(os.pathsep)[0] == cuda_home + "/bin" for env in probes), probes

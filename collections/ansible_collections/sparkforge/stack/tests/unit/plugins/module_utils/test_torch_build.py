@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from ansible_collections.sparkforge.stack.plugins.module_utils.build import torch_build as tb
+from ansible_collections.sparkforge.stack.plugins.module_utils.build import torch_build as tb, torch_fixes
 from ansible_collections.sparkforge.stack.plugins.module_utils.build.build_common import GIB, JobError
 from ansible_collections.sparkforge.stack.tests.unit.utils.harness import shared_manifest
 
@@ -205,10 +205,10 @@ def test_default_version_skips_unconfirmed_pairings():
 def test_fix_selection_by_version():
     assert tb.select_fixes(RELEASES["2.9.1"], ["mem_eff_sm121_guard"], FIXES) == ["mem_eff_sm121_guard"]
     assert tb.select_fixes(RELEASES["2.13.0"], [], FIXES) == []
-    with pytest.raises(tb.FixError) as err:
+    with pytest.raises(torch_fixes.FixError) as err:
         tb.select_fixes(RELEASES["2.13.0"], [], FIXES, extra=["mem_eff_sm121_guard"])
     assert "not listed for this release" in str(err.value)
-    with pytest.raises(tb.FixError):
+    with pytest.raises(torch_fixes.FixError):
         tb.select_fixes(RELEASES["2.9.1"], [], FIXES, extra=["no_such_fix"])
 
 
@@ -402,11 +402,11 @@ def tree(tmp_path):
 
 
 def test_mem_eff_fix_applies_once(tree):
-    report = tb.apply_all(str(tree), ["mem_eff_sm121_guard"], FIXES, [])
+    report = torch_fixes.apply_all(str(tree), ["mem_eff_sm121_guard"], FIXES, [])
     assert report[0]["state"] == "applied" and len(report[0]["files"]) == 2
     text = (tree / KDIR / "cutlassF_f16_aligned.cu").read_text()
     assert text.count("<= 1210") == 2 and "<= 1200" not in text
-    again = tb.apply_all(str(tree), ["mem_eff_sm121_guard"], FIXES, [])
+    again = torch_fixes.apply_all(str(tree), ["mem_eff_sm121_guard"], FIXES, [])
     assert again[0]["state"] == "already"
 
 
@@ -417,43 +417,43 @@ def test_fix_and_marker_writes_are_renamed_in_not_rewritten_in_place(tree):
     cu = tree / KDIR / "cutlassF_f16_aligned.cu"
     os.chmod(str(cu), 0o755)
     before = os.stat(str(cu)).st_ino
-    tb.apply_all(str(tree), ["mem_eff_sm121_guard"], FIXES, [])
+    torch_fixes.apply_all(str(tree), ["mem_eff_sm121_guard"], FIXES, [])
     assert os.stat(str(cu)).st_ino != before and os.stat(str(cu)).st_mode & 0o777 == 0o755
-    marker = tree / tb.MARKER
+    marker = tree / torch_fixes.MARKER
     first = os.stat(str(marker)).st_ino
-    tb.apply_edit(str(tree), {"files": "README", "old": "line two\n", "new": "line 2\n"})
-    tb._write_applied(str(tree), dict(tb.read_applied(str(tree)), extra="x"))
-    assert os.stat(str(marker)).st_ino != first and tb.read_applied(str(tree))["extra"] == "x"
-    assert not [n for n in os.listdir(str(tree)) if n.startswith(".") and n not in (".git", tb.MARKER)]
+    torch_fixes.apply_edit(str(tree), {"files": "README", "old": "line two\n", "new": "line 2\n"})
+    torch_fixes._write_applied(str(tree), dict(torch_fixes.read_applied(str(tree)), extra="x"))
+    assert os.stat(str(marker)).st_ino != first and torch_fixes.read_applied(str(tree))["extra"] == "x"
+    assert not [n for n in os.listdir(str(tree)) if n.startswith(".") and n not in (".git", torch_fixes.MARKER)]
 
 
 def test_fix_check_only_changes_nothing(tree):
     before = (tree / KDIR / "cutlassF_f16_aligned.cu").read_text()
-    report = tb.apply_all(str(tree), ["mem_eff_sm121_guard"], FIXES, [], check_only=True)
+    report = torch_fixes.apply_all(str(tree), ["mem_eff_sm121_guard"], FIXES, [], check_only=True)
     assert report[0]["state"] == "would apply"
     assert (tree / KDIR / "cutlassF_f16_aligned.cu").read_text() == before
 
 
 def test_fix_fails_when_guard_missing_all_or_nothing(tree):
     (tree / KDIR / "cutlassB_f16_aligned_k64.cu").write_text("// regenerated\n")
-    with pytest.raises(tb.FixError) as err:
-        tb.apply_all(str(tree), ["mem_eff_sm121_guard"], FIXES, [])
+    with pytest.raises(torch_fixes.FixError) as err:
+        torch_fixes.apply_all(str(tree), ["mem_eff_sm121_guard"], FIXES, [])
     assert "cutlassB_f16_aligned_k64.cu" in str(err.value)
     assert "<= 1200" in (tree / KDIR / "cutlassF_f16_aligned.cu").read_text()  # nothing applied
 
 
 def test_exact_once_edit(tree):
     edit = {"files": "README", "old": "line two\n", "new": "line 2\n"}
-    assert tb.apply_edit(str(tree), edit) == ["README"]
-    with pytest.raises(tb.FixError) as err:
-        tb.check_edit(str(tree), edit)
+    assert torch_fixes.apply_edit(str(tree), edit) == ["README"]
+    with pytest.raises(torch_fixes.FixError) as err:
+        torch_fixes.check_edit(str(tree), edit)
     assert "exactly once, found 0" in str(err.value)
     (tree / "README").write_text("x\nx\n")
-    with pytest.raises(tb.FixError) as err:
-        tb.check_edit(str(tree), {"files": "README", "old": "x\n", "new": "y\n"})
+    with pytest.raises(torch_fixes.FixError) as err:
+        torch_fixes.check_edit(str(tree), {"files": "README", "old": "x\n", "new": "y\n"})
     assert "found 2" in str(err.value)
-    with pytest.raises(tb.FixError):
-        tb.check_edit(str(tree), {"files": "../etc/passwd", "old": "a", "new": "b"})
+    with pytest.raises(torch_fixes.FixError):
+        torch_fixes.check_edit(str(tree), {"files": "../etc/passwd", "old": "a", "new": "b"})
 
 
 def test_user_patch_check_and_failure_names_file_and_hunk(tree, tmp_path):
@@ -461,13 +461,13 @@ def test_user_patch_check_and_failure_names_file_and_hunk(tree, tmp_path):
     good.write_text("--- a/README\n+++ b/README\n@@ -1,2 +1,2 @@\n line one\n-line two\n+line 2\n")
     bad = tmp_path / "bad.patch"
     bad.write_text("--- a/README\n+++ b/README\n@@ -1,2 +1,2 @@\n line one\n-line zwei\n+line 2\n")
-    with pytest.raises(tb.FixError) as err:
-        tb.apply_all(str(tree), [], FIXES, [str(bad)])
+    with pytest.raises(torch_fixes.FixError) as err:
+        torch_fixes.apply_all(str(tree), [], FIXES, [str(bad)])
     assert "file README, hunk @@ -1,2 +1,2 @@" in str(err.value)
-    report = tb.apply_all(str(tree), [], FIXES, [str(good)])
+    report = torch_fixes.apply_all(str(tree), [], FIXES, [str(good)])
     assert report[0]["state"] == "applied"
     assert (tree / "README").read_text() == "line one\nline 2\n"
-    assert tb.apply_all(str(tree), [], FIXES, [str(good)])[0]["state"] == "already"
+    assert torch_fixes.apply_all(str(tree), [], FIXES, [str(good)])[0]["state"] == "already"
 
 
 def test_read_build_requirements(tmp_path):

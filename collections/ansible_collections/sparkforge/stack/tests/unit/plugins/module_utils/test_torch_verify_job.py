@@ -14,6 +14,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 
 import pytest
 import yaml
@@ -133,3 +134,53 @@ def test_the_script_text_is_this_file_and_runs_as_a_program(tmp_path):
     raw, _out, _err = torch_checks.run_script(sys.executable, {"benchmarks": True}, 120,
                                               env={"PYTHONPATH": str(tmp_path)})
     assert raw["status"] == "no_torch" and raw["schema"] == 1
+
+
+def test_the_script_runs_with_its_nvml_sampler_beside_it(tmp_path):
+    """The host's python cannot import the collection: run_script writes the check script and its NVML sampler into
+    one directory, and the script loads the sampler from beside itself (by path, not through sys.path)."""
+    seen = tmp_path / "seen"
+    python = tmp_path / "python"
+    # The venv's python is the boundary: this one lists the directory the script was written to, then answers.
+    python.write_text("#!/bin/sh\nls \"$(dirname \"$1\")\" > %s\necho '{\"schema\": 1, \"status\": \"no_torch\"}'\n"
+                      % seen)
+    python.chmod(0o755)
+    raw, _out, _err = torch_checks.run_script(str(python), {}, 60)
+    assert raw["status"] == "no_torch"
+    assert seen.read_text().split() == ["nvml_sampler.py", "torch_check_script.py"]
+    # As the host loads it: from the file beside the script, with no GPU library here the sampler says why.
+    sampler = torch_check_script._sampler()(None, 0.05)
+    sampler.stop()
+    assert sampler.info["available"] is False and sampler.error, sampler.info
+
+
+def test_the_sampler_reads_nvml_in_its_thread(tmp_path, monkeypatch):
+    """With an NVML that answers (a stand-in pynvml: NVML is the boundary, the GPU's driver), the sampler loaded as
+    the host loads it records the device's limits and samples [time, SM MHz, memory MHz, W, C, reasons]."""
+    (tmp_path / "pynvml.py").write_text(
+        "NVML_CLOCK_SM, NVML_CLOCK_MEM, NVML_TEMPERATURE_GPU, NVML_TEMPERATURE_THRESHOLD_SLOWDOWN = 0, 1, 0, 1\n"
+        "def nvmlInit(): pass\n"
+        "def nvmlDeviceGetHandleByUUID(uuid): return 'gpu0'\n"
+        "def nvmlDeviceGetHandleByIndex(index): return 'gpu0'\n"
+        "def nvmlDeviceGetCurrentClocksEventReasons(handle): return 4\n"
+        "def nvmlDeviceGetEnforcedPowerLimit(handle): return 700000\n"
+        "def nvmlDeviceGetPowerManagementDefaultLimit(handle): return 700000\n"
+        "def nvmlDeviceGetMaxClockInfo(handle, kind): return 1980 if kind == 0 else 2619\n"
+        "def nvmlDeviceGetTemperatureThreshold(handle, kind): return 90\n"
+        "def nvmlSystemGetDriverVersion(): return b'580.65.06'\n"
+        "def nvmlDeviceGetClockInfo(handle, kind): return 1755 if kind == 0 else 2619\n"
+        "def nvmlDeviceGetPowerUsage(handle): return 650500\n"
+        "def nvmlDeviceGetTemperature(handle, kind): return 61\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    sampler = torch_check_script._sampler()("GPU-1234", 0.01)
+    try:
+        deadline = time.time() + 10
+        while len(sampler.samples) < 2 and time.time() < deadline:
+            time.sleep(0.01)
+    finally:
+        sampler.stop()
+        sampler._thread.join(5)
+    assert sampler.error is None and sampler.info["available"] and sampler.info["driver"] == "580.65.06"
+    assert sampler.info["power_limit_w"] == 700.0 and sampler.info["max_sm_mhz"] == 1980
+    assert sampler.samples[0][1:] == [1755, 2619, 650.5, 61, 4]
+    assert sampler.window(0, time.time() + 1) == sampler.samples

@@ -72,10 +72,16 @@ def test_the_slower_nic_of_a_pair_sets_its_link_and_two_hosts_fail_together():
     judged = xhost.judge([pair("a", "b", 5.0)], {"a": 400.0, "b": 100.0}, 0.5)
     assert judged["pairs"][0]["link_gbps"] == 100.0 and judged["pairs"][0]["pct_of_link"] == 40.0
     assert judged["failed_hosts"] == ["a", "b"]
-    # Unknown speeds: only the absolute floor judges.
+    # Unknown speeds fail safe (issue 54, item 4): a pair no link rate judges is not passed, and says why.
     judged = xhost.judge([pair("a", "b", 5.0)], {"a": None, "b": None}, 0.5, min_gbs=10)
     assert judged["pairs"][0]["pct_of_link"] is None and judged["failed_hosts"] == ["a", "b"]
-    assert xhost.judge([pair("a", "b", 5.0)], {}, 0.5)["failed_hosts"] == []
+    unknown = xhost.judge([pair("a", "b", 50.0)], {}, 0.5)
+    assert unknown["failed_hosts"] == ["a", "b"] and unknown["pairs"][0]["why"] == (
+        "no link rate of a or b to judge it against (set xhost_link_speed_gbps, or give xhost_ifname or xhost_hca "
+        "whose rate sysfs reports)")
+    # One known rate judges the pair; without a fraction to judge, only the absolute floor does.
+    assert xhost.judge([pair("a", "b", 50.0)], {"a": 200.0}, 0.5)["failed_hosts"] == []
+    assert xhost.judge([pair("a", "b", 5.0)], {}, None)["failed_hosts"] == []
 
 
 def test_a_result_that_is_not_exact_fails_its_hosts():

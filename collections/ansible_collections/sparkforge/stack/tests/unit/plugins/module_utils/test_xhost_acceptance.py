@@ -58,12 +58,19 @@ def test_busbw_as_nccl_tests_defines_it():
     two = acceptance.judge_collectives([raw("all_reduce", 10 ** 9, {"a": 0.1, "b": 0.1}),
                                         raw("all_gather", 10 ** 9, {"a": 0.2, "b": 0.2})], 2, None, 0.5)
     got = [(r["algbw"], r["busbw"], r["pct_of_link"], r["slow"]) for r in two]
-    assert got == [(10.0, 10.0, None, False), (10.0, 5.0, None, False)]
+    # No node's link rate: nothing proves the collective fast, so it is not passed (a missing measurement fails safe).
+    assert got == [(10.0, 10.0, None, True), (10.0, 5.0, None, True)]
+    assert two[0]["why"] == ("no node's link rate to judge it against (set xhost_link_speed_gbps, or give "
+                             "xhost_ifname or xhost_hca whose rate sysfs reports)")
+    # Without a fraction to judge by, there is nothing to miss.
+    assert not acceptance.judge_collectives([raw("all_reduce", 10 ** 9, {"a": 0.1, "b": 0.1})], 2, None, None)[0][
+        "slow"]
 
 
 def test_a_result_not_exact_names_its_node():
+    # No busbw threshold: only the exactness judges here.
     rows = acceptance.judge_collectives([raw("all_gather", 1 << 20, {"a": 0.1, "b": 0.1, "c": 0.1},
-                                        {"a": True, "b": True, "c": False})], 3, None, 0.5)
+                                        {"a": True, "b": True, "c": False})], 3, None, None)
     assert not rows[0]["exact"] and rows[0]["not_exact_on"] == ["c"] and "result not exact on c" in rows[0]["why"]
     summary = {"hosts": ["a", "b", "c"], "per_host": {}, "judged": {"pairs": []}, "collectives": rows}
     verdicts = dict((v["node"], v) for v in acceptance.node_verdicts(summary))
@@ -451,3 +458,30 @@ def test_parity_module_writes_the_odd_node_s_verdict(tmp_path):
     res, rc = run_module("xhost_collectives", {"mode": "parity", "hosts": ["a", "b", "c"], "results": results,
                                                "report_dir": str(tmp_path / "check")}, check_mode=True)
     assert rc != 0 and res["failed_hosts"] == ["c"] and not (tmp_path / "check").exists()
+
+
+def test_a_ring_is_judged_against_the_fabric_ports_rate_not_its_management_port(tmp_path):
+    """A ring's check talks over the management interface (ifname), whose speed is not the fabric's: each node's
+    run mode takes the fabric port's rated speed (fabric_link_gbps, as the role passes fabric_facts' port.link_gbps),
+    and the summary judges the ring's pairs against it. A ring at 88 Gb/s of a 200 Gb/s fabric (on sockets, say)
+    fails every node; judged against no rate or the management port's it would pass."""
+    hosts = ["s1", "s2", "s3"]
+    first = {"status": "ok", "backend": "nccl", "checks": [{"name": "all_reduce", "status": "pass", "detail": "-"}],
+             "pairs": [pair("s1", "s2", 11.0), pair("s2", "s3", 11.0), pair("s1", "s3", 11.0)], "collectives": []}
+    results = {}
+    for host in hosts:
+        # The host's python is the boundary: a stand-in that prints what the collectives script prints on that rank.
+        python = tmp_path / ("python-%s" % host)
+        printed = first if host == "s1" else {"status": "ok", "backend": "nccl"}
+        python.write_text("#!/bin/sh\ncat <<'EOF'\n%s\nEOF\n" % json.dumps(printed))
+        python.chmod(0o755)
+        res, rc = run_module("xhost_collectives", {
+            "mode": "run", "hosts": hosts, "host": host, "master_addr": "127.0.0.1", "python": str(python),
+            "topology": "ring", "ifname": "sparkforge-no-such-port0", "fabric_link_gbps": 200.0})
+        assert rc == 0 and res["link_gbps"] == 200.0 and "fabric port" in res["link_source"], res
+        results[host] = res
+    res, rc = run_module("xhost_collectives", {"mode": "summarize", "hosts": hosts, "results": results,
+                                               "report_dir": str(tmp_path / "reports")})
+    assert res["failed_hosts"] == hosts and not res["passed"], res
+    slow = res["summary"]["judged"]["pairs"][0]
+    assert slow["link_gbps"] == 200.0 and slow["why"] == "44.0% of the 200 Gb/s link, below 50%", slow
