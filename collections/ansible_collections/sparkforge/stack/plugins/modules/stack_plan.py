@@ -237,6 +237,15 @@ build_problems:
   type: list
   elements: dict
   sample: [{check: ram, message: "16.0 GiB of RAM, the planned work needs 32 GiB (building from source). ..."}]
+environment_dropped:
+  description:
+    - The names of the host's C(PYTHON*) and C(PIP_*) variables (as the module saw them) that the venv's python and
+      pip never get (a C(PYTHONPATH) holding a torch would pass for the venv's); the plan text names them too, with
+      the variable to set instead where one exists (C(PIP_INDEX_URL)... are never taken from the host).
+  returned: always
+  type: list
+  elements: str
+  sample: [PIP_INDEX_URL, PYTHONPATH]
 """
 
 from ansible.module_utils.basic import AnsibleModule

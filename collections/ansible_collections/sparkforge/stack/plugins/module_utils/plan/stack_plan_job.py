@@ -20,6 +20,7 @@ import os
 
 from ansible_collections.sparkforge.stack.plugins.module_utils.fleet import bundle
 from ansible_collections.sparkforge.stack.plugins.module_utils.plan import sources, wheel_check
+from ansible_collections.sparkforge.stack.plugins.module_utils._common import run_env
 from ansible_collections.sparkforge.stack.plugins.module_utils._common.job import Job, JobError, Plan
 from ansible_collections.sparkforge.stack.plugins.module_utils.host.platforms import cuda_distro_keys
 from ansible_collections.sparkforge.stack.plugins.module_utils.plan.preflight import (
@@ -199,8 +200,14 @@ class StackPlanJob(Job):
         if plan and plan["source_build"] and build_problems:
             text.append("cannot build from source here (only a builder of its platform class must): %s"
                         % " | ".join(p["message"] for p in build_problems))
+        # The host's PYTHON*/PIP_* variables the run's python and pip go without (the system made the
+        # environment its own: _common/run_env.py), said once in the plan.
+        dropped = list(getattr(self.system, "environment_dropped", None) or [])
+        if dropped:
+            text.append("environment: %s" % run_env.dropped_words(dropped))
         result = dict(changed=False, plan=plan, problems=found, plan_text=text, ready=not found,
-                      can_build=not build_problems, build_problems=build_problems)
+                      can_build=not build_problems, build_problems=build_problems,
+                      environment_dropped=dropped)
         return Plan([], result)
 
     def apply(self, plan):
