@@ -28,9 +28,11 @@ from ansible_collections.sparkforge.stack.plugins.module_utils.plan.preflight im
     build_plan,
     compiler_problems,
     existing_torch_problems,
+    growing_places,
     parse_compiler_version,
     problems,
     render_plan,
+    root_problems,
     venv_torch_version,
 )
 
@@ -105,9 +107,16 @@ class StackPlanJob(Job):
         # RAM/disk thresholds) is a separate verdict: in a fleet only one host per platform class builds,
         # and the fleet planning fails a class none of whose hosts can (a single host is its own builder).
         checks["source_build"] = False
+        # Each place that grows, measured on its own file system against what the plan puts there.
+        places, needs = checks.get("disk_places") or [], params["manifest"].get("sparkforge_disk_needs_gib")
+        checks["disk_places"] = growing_places(plan, places, needs)
         found = problems(params["facts"], params["host"], checks)
-        build_problems = [p for p in problems(params["facts"], params["host"], dict(checks, source_build=True))
-                          if p["check"] in ("ram", "disk")]
+        build_problems = [p for p in problems(params["facts"], params["host"], dict(
+            checks, source_build=True, disk_places=growing_places(plan, places, needs, building=True)))
+            if p["check"] in ("ram", "disk")]
+        # Who runs it: the components that need root, against the user the module runs as.
+        found += root_problems((plan or {}).get("actions"), params["facts"].get("user"),
+                               params["manifest"].get("sparkforge_root_needs"), self.sudo_works)
         if plan and plan["source_build"]:
             # The compiler the build will use: PyTorch's CMake takes `c++` from the clean build env.
             compiler = None
@@ -209,6 +218,15 @@ class StackPlanJob(Job):
                       can_build=not build_problems, build_problems=build_problems,
                       environment_dropped=dropped)
         return Plan([], result)
+
+    def sudo_works(self):
+        """(whether ``sudo -n true`` succeeds for the user the module runs as, why not): read only."""
+        sudo = self.system.which("sudo", opt_dirs=["/usr/bin", "/bin", "/usr/sbin"])
+        if not sudo:
+            return False, "no sudo on this host"
+        rc, out, err = self.system.run([sudo, "-n", "true"])
+        last = ((err or out or "").strip().splitlines() or ["exit %s" % rc])[-1]
+        return rc == 0, last[:200]
 
     def apply(self, plan):
         """Nothing to apply: stack_plan reads the host and changes nothing."""
