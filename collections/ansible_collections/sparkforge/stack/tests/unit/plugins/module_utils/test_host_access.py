@@ -12,6 +12,7 @@ import os
 import stat
 import sys
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -40,7 +41,8 @@ def root_problems(result):
     return [p["message"] for p in result["problems"] if p["check"] == "root"]
 
 
-def test_a_user_who_cannot_become_root_is_refused_naming_the_user_and_what_to_do():
+@pytest.mark.parametrize("row_id", [pytest.param("E05+E07", id="E05+E07")])
+def test_a_user_who_cannot_become_root_is_refused_naming_the_user_and_what_to_do(row_id):
     system = FakeSystem(tools={"sudo": "/usr/bin/sudo"},
                         commands={"/usr/bin/sudo": (1, "", "sudo: a password is required")})
     for check_mode in (False, True):
@@ -53,7 +55,8 @@ def test_a_user_who_cannot_become_root_is_refused_naming_the_user_and_what_to_do
     assert ["/usr/bin/sudo", "-n", "true"] in system.ran
 
 
-def test_a_user_who_can_sudo_is_told_to_set_become_and_root_passes():
+@pytest.mark.parametrize("row_id", [pytest.param("E06", id="E06")])
+def test_a_user_who_can_sudo_is_told_to_set_become_and_root_passes(row_id):
     system = FakeSystem(tools={"sudo": "/usr/bin/sudo"}, commands={"/usr/bin/sudo": (0, "", "")})
     (message,) = root_problems(StackPlanJob(job_params(ALICE), system, opener=Mirror()).run())
     assert "alice can sudo without a password" in message and "ansible_become: true" in message
@@ -72,7 +75,8 @@ def test_a_plan_that_needs_no_root_is_not_refused():
     assert root_problems(result) == []
 
 
-def test_a_stand_in_sudo_on_path_decides_the_message(tmp_path, monkeypatch):
+@pytest.mark.parametrize("row_id", [pytest.param("E05", id="E05")])
+def test_a_stand_in_sudo_on_path_decides_the_message(tmp_path, monkeypatch, row_id):
     bindir = tmp_path / "bin"
     bindir.mkdir()
     sudo = bindir / "sudo"
@@ -119,7 +123,8 @@ def stand_in_disks(devices, free_gib):
     return statvfs, device_of
 
 
-def test_a_venv_on_a_small_file_system_of_its_own_is_refused_there(tmp_path):
+@pytest.mark.parametrize("row_id", [pytest.param("E08", id="E08")])
+def test_a_venv_on_a_small_file_system_of_its_own_is_refused_there(tmp_path, row_id):
     """The build directory has room; the venv's own file system does not: it is named, with its free space."""
     (tmp_path / "big").mkdir()
     (tmp_path / "small").mkdir()
@@ -136,7 +141,8 @@ def test_a_venv_on_a_small_file_system_of_its_own_is_refused_there(tmp_path):
     assert preflight.disk_problems(measured, places[:1]) == []
 
 
-def test_places_on_one_file_system_add_up(tmp_path):
+@pytest.mark.parametrize("row_id", [pytest.param("E09", id="E09")])
+def test_places_on_one_file_system_add_up(tmp_path, row_id):
     statvfs, device_of = stand_in_disks({str(tmp_path): 7}, {7: 25})
     places = [{"variable": "sparkforge_build_dir", "path": str(tmp_path / "build"), "need_gib": 20},
               {"variable": "sparkforge_venv", "path": str(tmp_path / "venv"), "need_gib": 10},
@@ -148,7 +154,8 @@ def test_places_on_one_file_system_add_up(tmp_path):
     assert "25.0 GiB free" in problem["message"] and "puts 31 GiB there" in problem["message"]
 
 
-def test_the_job_measures_the_venv_where_the_plan_installs_into_it(tmp_path):
+@pytest.mark.parametrize("row_id", [pytest.param("E08", id="E08")])
+def test_the_job_measures_the_venv_where_the_plan_installs_into_it(tmp_path, row_id):
     (tmp_path / "small").mkdir()
     statvfs, device_of = stand_in_disks({"/opt": 1, str(tmp_path / "small"): 2}, {1: 900, 2: 4})
     venv = str(tmp_path / "small" / "venv")

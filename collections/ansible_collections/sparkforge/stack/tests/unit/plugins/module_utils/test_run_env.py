@@ -44,7 +44,8 @@ def sees_torch(python, env):
     return out.strip() == "True"
 
 
-def test_a_pythonpath_holding_torch_is_seen_without_the_scrubbing_and_not_with_it(stray):
+@pytest.mark.parametrize("row_id", [pytest.param("E01", id="E01")])
+def test_a_pythonpath_holding_torch_is_seen_without_the_scrubbing_and_not_with_it(stray, row_id):
     python, elsewhere = stray
     host = dict(os.environ, PYTHONPATH=elsewhere, PIP_FIND_LINKS="/somewhere")
     assert sees_torch(python, host), "the stand-in torch must be visible to the unscrubbed venv python"
@@ -59,7 +60,8 @@ def test_a_pythonpath_holding_torch_is_seen_without_the_scrubbing_and_not_with_i
     assert not sees_torch(python, scrubbed)
 
 
-def test_local_system_runs_the_venv_python_without_the_hosts_pythonpath(stray, monkeypatch):
+@pytest.mark.parametrize("row_id", [pytest.param("E01", id="E01")])
+def test_local_system_runs_the_venv_python_without_the_hosts_pythonpath(stray, monkeypatch, row_id):
     python, elsewhere = stray
     monkeypatch.setenv("PYTHONPATH", elsewhere)
     system = LocalSystem()
@@ -71,7 +73,8 @@ def test_local_system_runs_the_venv_python_without_the_hosts_pythonpath(stray, m
     assert (rc, out.strip()) == (0, "True")
 
 
-def test_a_task_blanks_a_pythonhome_that_would_stop_python_starting(stray):
+@pytest.mark.parametrize("row_id", [pytest.param("E03", id="E03")])
+def test_a_task_blanks_a_pythonhome_that_would_stop_python_starting(stray, row_id):
     python, _elsewhere = stray
     host = dict(os.environ, PYTHONHOME="/nonexistent-python-home")
     broken = subprocess.run([python, "-c", "pass"], env=host, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -88,9 +91,10 @@ NAMES = st.sampled_from(["PYTHONPATH", "PYTHONHOME", "PYTHONUSERBASE", "PYTHONNO
 VALUES = st.sampled_from(["", "1", "/x", os.devnull, "a b"])
 
 
+@pytest.mark.parametrize("row_id", [pytest.param("E04", id="E04")])
 @settings(max_examples=200, deadline=None)
 @given(host=st.dictionaries(NAMES, VALUES), extra=st.dictionaries(NAMES, VALUES, max_size=3))
-def test_no_host_python_or_pip_variable_survives_and_the_rest_does(host, extra):
+def test_no_host_python_or_pip_variable_survives_and_the_rest_does(host, extra, row_id):
     env, dropped = run_env.child_environ(host, extra)
     for key, value in env.items():
         if run_env.is_host_variable(key):
@@ -113,7 +117,8 @@ def test_no_host_python_or_pip_variable_survives_and_the_rest_does(host, extra):
     assert task["PYTHONNOUSERSITE"] == "1"
 
 
-def test_the_plan_names_the_dropped_variables_and_what_to_set_instead():
+@pytest.mark.parametrize("row_id", [pytest.param("E02", id="E02")])
+def test_the_plan_names_the_dropped_variables_and_what_to_set_instead(row_id):
     system = FakeSystem()
     system.environment_dropped = ["PIP_INDEX_URL", "PYTHONPATH"]
     result = StackPlanJob(params(probe_sources=False), system, opener=Mirror()).run()
