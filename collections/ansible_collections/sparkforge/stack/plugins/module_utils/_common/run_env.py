@@ -3,14 +3,14 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The environment of every python and pip that sparkforge runs for the venv: its own, not the host's.
 
-The host's ``PYTHON*`` variables change what a python imports and where pip installs: a ``PYTHONPATH``
+Some of the host's ``PYTHON*`` variables change what a python imports and where pip installs: a ``PYTHONPATH``
 naming a directory that holds torch makes pip answer "already satisfied" and an import check find that
 torch, not the venv's.  Its ``PIP_*`` variables add package sources and options nobody planned.  The
 user's site-packages (``~/.local/lib/pythonX.Y``) is read by every python unless ``PYTHONNOUSERSITE``
 is set.  So none of them reaches the venv's python, pip, import checks, proofs or builds:
 
-* a process that starts them (a module, ``LocalSystem``): every host ``PYTHON*`` and ``PIP_*`` variable
-  removed (:func:`scrub` on the module's own environment, :func:`child_environ` for one command), the
+* a process that starts them (a module, ``LocalSystem``): those ``PYTHON*`` variables (``LEAKS``) and every
+  ``PIP_*`` variable removed (the harmless ones, ``PYTHONDONTWRITEBYTECODE``, ``PYTHONUNBUFFERED``..., pass) (:func:`scrub` on the module's own environment, :func:`child_environ` for one command), the
   names removed returned so the plan and the result can say which;
 * an Ansible task (``environment:`` can add variables, not remove them): :func:`task_blanks` sets the
   variables that change what python imports or how it runs to the empty string, which CPython reads
@@ -28,8 +28,8 @@ __metaclass__ = type
 
 import os
 
-# Variables of the host that never reach the venv's python and pip.
-PREFIXES = ("PYTHON", "PIP_")
+# Every PIP_* variable of the host never reaches the venv's python and pip, nor do the PYTHON* ones of LEAKS.
+PIP_PREFIX = "PIP_"
 # What sparkforge sets instead: no user site-packages, no pip configuration file.
 OWN = {"PYTHONNOUSERSITE": "1", "PIP_CONFIG_FILE": os.devnull}
 # The PYTHON* variables a task blanks: what python imports (PATH, HOME, USERBASE, PLATLIBDIR, SAFEPATH,
@@ -38,6 +38,7 @@ OWN = {"PYTHONNOUSERSITE": "1", "PIP_CONFIG_FILE": os.devnull}
 TASK_BLANKS = ("PYTHONPATH", "PYTHONHOME", "PYTHONUSERBASE", "PYTHONPLATLIBDIR", "PYTHONSAFEPATH",
                "PYTHONEXECUTABLE", "PYTHONSTARTUP", "PYTHONINSPECT", "PYTHONBREAKPOINT", "PYTHONOPTIMIZE",
                "PYTHONWARNINGS", "PYTHONVERBOSE", "PYTHONDEBUG", "PYTHONDEVMODE", "PYTHONIOENCODING")
+LEAKS = frozenset(TASK_BLANKS + ("PYTHONNOUSERSITE",))
 # What the plan says to a user whose host sets one of these (the variable that does it the plan's way).
 INSTEAD = {
     "PIP_INDEX_URL": "pytorch_index_url / ml_packages_index_url / sparkforge_fleet_pip_env",
@@ -51,7 +52,7 @@ INSTEAD = {
 
 def is_host_variable(name):
     """Whether ``name`` is one of the host's variables kept from the venv's python and pip."""
-    return str(name).startswith(PREFIXES)
+    return str(name).startswith(PIP_PREFIX) or str(name) in LEAKS
 
 
 def dropped(environ):
@@ -60,7 +61,7 @@ def dropped(environ):
 
 
 def child_environ(environ, extra=None):
-    """(environment of one command, names dropped): ``environ`` without the host's PYTHON*/PIP_* variables,
+    """(environment of one command, names dropped): ``environ`` without the host's PIP_* and LEAKS variables,
     with sparkforge's own, then the caller's ``extra`` (a plan's setting wins: it is not the host's)."""
     env = dict((k, v) for k, v in environ.items() if not is_host_variable(k))
     env.update(OWN)

@@ -87,7 +87,7 @@ def test_a_task_blanks_a_pythonhome_that_would_stop_python_starting(stray, row_i
 NAMES = st.sampled_from(["PYTHONPATH", "PYTHONHOME", "PYTHONUSERBASE", "PYTHONNOUSERSITE", "PYTHONSTARTUP",
                          "PYTHONWARNINGS", "PYTHONOPTIMIZE", "PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS",
                          "PIP_PROXY", "PIP_USER", "PIP_CONFIG_FILE", "PIP_NO_INDEX", "HOME", "PATH", "https_proxy",
-                         "CUDA_HOME", "LD_LIBRARY_PATH", "PYTHON_X", "PIPX_HOME"])
+                         "CUDA_HOME", "LD_LIBRARY_PATH", "PYTHONDONTWRITEBYTECODE", "PYTHONUNBUFFERED", "PIPX_HOME"])
 VALUES = st.sampled_from(["", "1", "/x", os.devnull, "a b"])
 
 
@@ -103,6 +103,10 @@ def test_no_host_python_or_pip_variable_survives_and_the_rest_does(host, extra, 
     for key, value in host.items():
         if not run_env.is_host_variable(key) and key not in extra:
             assert env[key] == value
+    # What changes imports or installs is gone; what only says how python writes and prints stays.
+    assert not any(k in env for k in host if k in ("PYTHONPATH", "PYTHONHOME", "PYTHONUSERBASE") and k not in extra)
+    assert all(env[k] == host[k] for k in ("PYTHONDONTWRITEBYTECODE", "PYTHONUNBUFFERED") if k in host
+               and k not in extra)
     assert all(env[k] == v for k, v in extra.items())
     # Every variable of the host that was set and is not already sparkforge's own is named.
     assert dropped == sorted(k for k, v in host.items()
