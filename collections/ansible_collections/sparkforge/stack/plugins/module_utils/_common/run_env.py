@@ -41,9 +41,10 @@ TASK_BLANKS = ("PYTHONPATH", "PYTHONHOME", "PYTHONUSERBASE", "PYTHONPLATLIBDIR",
 LEAKS = frozenset(TASK_BLANKS + ("PYTHONNOUSERSITE",))
 # What the plan says to a user whose host sets one of these (the variable that does it the plan's way).
 INSTEAD = {
-    "PIP_INDEX_URL": "pytorch_index_url / ml_packages_index_url / sparkforge_fleet_pip_env",
+    "PIP_INDEX_URL": "pytorch_index_url / ml_packages_index_url / sparkforge_fleet_pip_env "
+                     "(a source build's: pytorch_extra_env, triton_extra_env)",
     "PIP_EXTRA_INDEX_URL": "ml_packages_extra_index_urls / sparkforge_fleet_pip_env",
-    "PIP_FIND_LINKS": "sparkforge_wheel_dir / sparkforge_fleet_pip_env",
+    "PIP_FIND_LINKS": "sparkforge_wheel_dir / sparkforge_fleet_pip_env (a source build's: pytorch_extra_env)",
     "PIP_PROXY": "https_proxy / http_proxy",
     "PIP_CERT": "sparkforge_fleet_pip_env (PIP_CERT)",
     "PIP_TRUSTED_HOST": "sparkforge_fleet_pip_env (PIP_TRUSTED_HOST)",

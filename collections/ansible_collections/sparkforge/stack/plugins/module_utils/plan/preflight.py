@@ -206,7 +206,8 @@ def root_problems(actions, user, needs, sudo):
                "ansible_become: true and pass the password (--ask-become-pass), or connect as root "
                "(ansible_user: root)" % (name, why, name))
     return [_problem("root", "the plan needs root on this host for %s, but its tasks run as %s (uid %s), "
-                             "without become: %s; or leave %s out of sparkforge_components. Nothing was changed."
+                             "not root (become is off, or becomes another user): %s; or leave %s out of "
+                             "sparkforge_components"
                              % (", ".join("%s (%s)" % (c, needs[c]) for c in wanted), name, user["uid"], how,
                                 " and ".join(wanted)))]
 
