@@ -40,7 +40,9 @@ PLAYBOOK = """
       failed_when: false
     - name: Say what each saw
       ansible.builtin.debug:
-        msg: "bare={{{{ bare.stdout }}}} own={{{{ own.stdout }}}} module={{{{ imports.failures | default([]) | join(';') }}}}"
+        msg: >-
+          bare={{{{ bare.stdout }}}} own={{{{ own.stdout }}}}
+          module={{{{ imports.failures | default([]) | join(';') }}}}
 """
 
 

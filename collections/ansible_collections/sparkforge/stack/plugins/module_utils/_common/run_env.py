@@ -10,8 +10,9 @@ user's site-packages (``~/.local/lib/pythonX.Y``) is read by every python unless
 is set.  So none of them reaches the venv's python, pip, import checks, proofs or builds:
 
 * a process that starts them (a module, ``LocalSystem``): those ``PYTHON*`` variables (``LEAKS``) and every
-  ``PIP_*`` variable removed (the harmless ones, ``PYTHONDONTWRITEBYTECODE``, ``PYTHONUNBUFFERED``..., pass) (:func:`scrub` on the module's own environment, :func:`child_environ` for one command), the
-  names removed returned so the plan and the result can say which;
+  ``PIP_*`` variable removed (:func:`scrub` on the module's own environment, :func:`child_environ` for one
+  command), the names removed returned so the plan and the result can say which; the harmless ones
+  (``PYTHONDONTWRITEBYTECODE``, ``PYTHONUNBUFFERED``...) pass;
 * an Ansible task (``environment:`` can add variables, not remove them): :func:`task_blanks` sets the
   variables that change what python imports or how it runs to the empty string, which CPython reads
   as unset (``_Py_GetEnv``); pip's ``--isolated`` ignores ``PIP_*`` (pip_env.isolated_argv).

@@ -152,13 +152,12 @@ def disk_problems(measured, places):
                                               free, place["path"], disk["measured_at"], _gib(need),
                                               place["variable"])))
         else:
+            each = ", ".join("%s %s (%s GiB)" % (p["variable"], p["path"], _gib(p.get("need_gib") or 0))
+                             for p in members)
             found.append(_problem("disk", "%.1f GiB free on the file system of %s (measured at %s), the planned "
                                           "work puts %s GiB there: %s: free space there or point one of them at "
-                                          "another file system" % (
-                                              free, members[0]["path"], disk["measured_at"], _gib(need),
-                                              ", ".join("%s %s (%s GiB)" % (p["variable"], p["path"],
-                                                                           _gib(p.get("need_gib") or 0))
-                                                        for p in members))))
+                                          "another file system" % (free, members[0]["path"], disk["measured_at"],
+                                                                   _gib(need), each)))
     return found
 
 
