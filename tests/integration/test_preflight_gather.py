@@ -8,9 +8,13 @@ nvidia-smi printing a GB10 in the real CSV format (no GPU here).
 
 import json
 import os
+import pathlib
+import shutil
 import subprocess
 import sys
 import tempfile
+
+import pytest
 
 from helpers import COLLECTIONS, GB10, fake_smi, load_manifest, run_module
 
@@ -160,3 +164,56 @@ def test_gpu_facts_refuses_a_gpu_table_that_cannot_classify_in_check_mode_too(tm
     result, rc = run_module("gpu_facts", {"nvidia_smi": smi})
     # Without its action plugin (which passes the manifest's table) the module names what is missing.
     assert rc != 0 and "platforms is missing" in result["msg"], result
+
+
+def _as_nobody():
+    """The argv prefix that runs a command as uid 65534 (setpriv, as root), or None where it cannot."""
+    setpriv = "/usr/bin/setpriv"
+    if os.geteuid() != 0 or not os.path.exists(setpriv) or not os.path.exists("/usr/bin/python3"):
+        return None
+    prefix = [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups"]
+    probe = subprocess.run(prefix + [sys.executable, "-c", "import ansible, os; print(os.geteuid())"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, check=False)
+    return prefix if probe.stdout.strip() == "65534" else None
+
+
+@pytest.mark.parametrize("row_id", [pytest.param("E05", id="E05")])
+def test_a_user_who_cannot_become_root_is_refused_by_the_real_module(row_id):
+    """The module run as another user (uid 65534, as a connection without become would run it): the plan needs
+    root for runtime_env, so the host has a `root` problem naming that user, in check mode too."""
+    prefix = _as_nobody()
+    if prefix is None:
+        pytest.skip("needs root and setpriv to run the module as another user")
+    # Where that user can read (pytest's own temporary directories are its user's alone).
+    tmp_path = pathlib.Path(tempfile.mkdtemp(prefix="sparkforge-nobody-"))
+    tmp_path.chmod(0o755)
+    try:
+        _refused_as_nobody(prefix, tmp_path)
+    finally:
+        shutil.rmtree(str(tmp_path))
+
+
+def _refused_as_nobody(prefix, tmp_path):
+    args = plan_args(tmp_path)
+    # The fake nvidia-smi with a python that user may run (this venv's may live in a directory of root's alone).
+    args["gather"]["nvidia_smi"] = fake_smi(str(tmp_path), "spark", GB10, python="/usr/bin/python3")
+    for name in os.listdir(str(tmp_path)):
+        (tmp_path / name).chmod(0o755)
+    args["settings"]["components"] = ["pytorch", "runtime_env"]
+    args["manifest"]["sparkforge_root_needs"] = load_manifest()["sparkforge_root_needs"]
+    for check_mode in (False, True):
+        args_file = tmp_path / ("args-%s.json" % check_mode)
+        args_file.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": dict(
+            args, _ansible_check_mode=check_mode, _ansible_tmpdir=str(tmp_path))}))
+        args_file.chmod(0o644)
+        proc = subprocess.run(prefix + [sys.executable, os.path.join(COLLECTIONS, "ansible_collections", "sparkforge",
+                                                                     "stack", "plugins", "modules", "stack_plan.py"),
+                                        str(args_file)],
+                              env=dict(os.environ, PYTHONPATH=COLLECTIONS, HOME=str(tmp_path)), stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, universal_newlines=True, check=False)
+        assert proc.stdout.strip(), proc.stderr[-2000:]
+        result = json.loads(proc.stdout.strip().splitlines()[-1])
+        assert result["ansible_facts"]["sparkforge"]["user"]["uid"] == 65534, result
+        messages = [p["message"] for p in result["problems"] if p["check"] == "root"]
+        assert len(messages) == 1 and "runtime_env (" in messages[0] and "(uid 65534)" in messages[0], result
+        assert "ansible_become: true" in messages[0] and not result["ready"]

@@ -29,6 +29,7 @@ from test_check_mode_local import TORCH, make_host, playbook, snapshot, task_sta
 
 sys.path.insert(0, COLLECTIONS)
 from ansible_collections.sparkforge.stack.plugins.module_utils.host import host_paths, platforms  # noqa: E402
+from ansible_collections.sparkforge.stack.plugins.module_utils._common import run_env  # noqa: E402
 from ansible_collections.sparkforge.stack.plugins.module_utils.packages import pip_env  # noqa: E402
 from ansible_collections.sparkforge.stack.plugins.module_utils.build import torch_build as tb  # noqa: E402
 from ansible_collections.sparkforge.stack.plugins.module_utils.build import torch_result as tr  # noqa: E402
@@ -144,14 +145,16 @@ def test_every_pip_call_ignores_the_hosts_pip_configuration():
     env = pip_env.isolated_environ({"PIP_FIND_LINKS": "/stray", "PIP_INDEX_URL": "http://x", "PATH": "/bin"},
                                    {"PIP_CERT": "/ca.pem", "https_proxy": "http://proxy:3128"})
     assert env == {"PATH": "/bin", "PIP_CONFIG_FILE": os.devnull, "PIP_CERT": "/ca.pem",
-                   "https_proxy": "http://proxy:3128"}
+                   "https_proxy": "http://proxy:3128", "PYTHONNOUSERSITE": "1"}
     argv = pip_env.isolated_argv("/v/bin/python", "install", ["torch==2.11.0+cu130"],
                                  {"PIP_INDEX_URL": "https://mirror/simple", "PIP_NO_INDEX": "0",
                                   "PIP_TRUSTED_HOST": "a b", "https_proxy": "http://p"}, "--cert '/a b.pem'")
     assert argv == ["/v/bin/python", "-m", "pip", "install", "--isolated", "--index-url", "https://mirror/simple",
                     "--trusted-host", "a", "--trusted-host", "b", "--cert", "/a b.pem", "torch==2.11.0+cu130"]
-    assert pip_env.task_environment({"PIP_INDEX_URL": "x", "https_proxy": "p"}) == {
-        "https_proxy": "p", "PIP_CONFIG_FILE": os.devnull}
+    task = pip_env.task_environment({"PIP_INDEX_URL": "x", "https_proxy": "p"})
+    # The PYTHON* variables that change what python imports are blanked (a task cannot remove a variable).
+    assert task == dict(((name, "") for name in run_env.TASK_BLANKS), https_proxy="p", PIP_CONFIG_FILE=os.devnull,
+                        PYTHONNOUSERSITE="1")
 
 
 @pytest.mark.parametrize("plan_env, expected", [

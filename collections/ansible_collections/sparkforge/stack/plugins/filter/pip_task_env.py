@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: sparkforge developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Filter pip_task_env: the environment of a pip task that reads no pip configuration file."""
+"""Filter pip_task_env: the environment of a task that runs the venv's python or pip (_common/run_env.py)."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -9,10 +9,13 @@ __metaclass__ = type
 
 DOCUMENTATION = r"""
 name: pip_task_env
-short_description: the environment of a pip command task, pip's configuration files off
+short_description: the environment of a task that runs the venv's python or pip, the host's left out
 description:
   - Returns the plan's non-pip variables of the input (proxies, build settings) with C(PIP_CONFIG_FILE) set to
     C(/dev/null) (pip then loads no configuration file) unless the plan names a file of its own.
+  - The host's C(PYTHONPATH), C(PYTHONHOME), C(PYTHONUSERBASE) and the other C(PYTHON*) variables that change what
+    python imports or how it runs are set to the empty string (CPython reads that as unset; a task can add variables,
+    not remove them) and C(PYTHONNOUSERSITE=1) keeps the user's site-packages out.
   - The plan's other C(PIP_*) entries are left out; R(pip_argv,ansible_collections.sparkforge.stack.pip_argv_filter)
     gives them as command-line options.
 options:

@@ -86,6 +86,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.sparkforge.stack.plugins.module_utils.fleet import fleet_wheels as fw
 from ansible_collections.sparkforge.stack.plugins.module_utils.fleet import generations as gen
 from ansible_collections.sparkforge.stack.plugins.module_utils._common.clock import utc_now
+from ansible_collections.sparkforge.stack.plugins.module_utils._common import run_env
 
 
 def main():
@@ -101,6 +102,8 @@ def main():
                      ["state", "failed", ["generation"]]],
         supports_check_mode=True,
     )
+    # The venv's python runs in the run's own environment: no PYTHON*/PIP_* of the host (_common/run_env.py).
+    run_env.scrub()
     p = module.params
     record = gen.read_host(p["record"])
     installed = fw.read_record(os.path.join(p["venv"], fw.RECORD_NAME)) if p["venv"] else {}

@@ -111,6 +111,7 @@ dependencies_dir:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.sparkforge.stack.plugins.module_utils.fleet import fleet_wheels as fw
+from ansible_collections.sparkforge.stack.plugins.module_utils._common import run_env
 
 
 def main():
@@ -127,6 +128,8 @@ def main():
         ),
         supports_check_mode=True,
     )
+    # The venv's python runs in the run's own environment: no PYTHON*/PIP_* of the host (_common/run_env.py).
+    run_env.scrub()
     p = module.params
 
     def run(argv, env):

@@ -181,7 +181,6 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.sparkforge.stack.plugins.module_utils.packages import heavy_wheels
 from ansible_collections.sparkforge.stack.plugins.module_utils._common.job import AnsibleSystem, JobError
-from ansible_collections.sparkforge.stack.plugins.module_utils.packages.pip_env import scrub_process_environ
 
 
 def main():
@@ -215,8 +214,7 @@ def main():
         ),
         supports_check_mode=True,
     )
-    # The host's own pip configuration adds nothing: every source is the plan's.
-    scrub_process_environ()
+    # AnsibleSystem makes the environment the run's own (no PIP_*/PYTHON* of the host: _common/run_env.py).
     job = heavy_wheels.HeavyWheelsJob(module.params, AnsibleSystem(module), module.check_mode)
     try:
         result = job.run()

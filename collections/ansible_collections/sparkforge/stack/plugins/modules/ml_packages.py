@@ -271,7 +271,6 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.sparkforge.stack.plugins.module_utils._common.job import AnsibleSystem, JobError
 from ansible_collections.sparkforge.stack.plugins.module_utils.packages.ml_packages_job import MlPackagesJob
-from ansible_collections.sparkforge.stack.plugins.module_utils.packages.pip_env import scrub_process_environ
 
 
 # The options (DOCUMENTATION above); the unit tests validate their params against it too.
@@ -303,8 +302,7 @@ ARGUMENT_SPEC = dict(
 
 def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
-    # The host's own pip configuration (PIP_* variables, pip.conf) adds nothing: every source is the plan's.
-    scrub_process_environ()
+    # AnsibleSystem makes the environment the run's own (no PIP_*/PYTHON* of the host: _common/run_env.py).
     job = MlPackagesJob(module.params, AnsibleSystem(module), module.check_mode)
     try:
         result = job.run(diff=module._diff)

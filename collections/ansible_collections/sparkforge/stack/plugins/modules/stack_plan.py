@@ -64,7 +64,12 @@ options:
       - Preflight settings, keys C(allow_x86_64), C(supported_distributions) (list of dicts with
         C(distribution) and C(versions)), C(min_python), C(require_gpu), C(min_driver_blackwell),
         C(min_ram_gib), C(min_ram_gib_source_build), C(min_disk_gib), C(min_disk_gib_source_build),
-        C(build_dir).
+        C(build_dir), and C(disk_places) (list of dicts with C(variable), C(path) and C(place), one of C(venv),
+        C(wheel_dir) or C(report_dir)). Each place the plan makes grow is measured on its own file system with
+        the manifest's C(sparkforge_disk_needs_gib) for it, places on one file system adding up.
+      - With O(gather), the user the module runs as is read (root when become works); where the plan installs a
+        component of the manifest's C(sparkforge_root_needs) and that user is not root, the host has a C(root)
+        problem naming the user and what to do (C(sudo -n true) is tried to say which).
     type: dict
     required: true
   settings:
@@ -86,7 +91,8 @@ options:
         C(sparkforge_torch_releases), C(sparkforge_triton_releases) and C(sparkforge_torch_arch_min_version),
         and for the default arch list C(sparkforge_torch_arch_defaults), C(sparkforge_torch_traps) and
         C(sparkforge_torch_fixes); C(sparkforge_cxx_min_compilers) for the compiler check of a source build;
-        C(sparkforge_torch_wheel_archs) for what an installed wheel carries.
+        C(sparkforge_torch_wheel_archs) for what an installed wheel carries; C(sparkforge_disk_needs_gib) and
+        C(sparkforge_root_needs) for the disk and root checks.
     type: dict
     required: true
   sources:
@@ -249,6 +255,15 @@ build_problems:
   type: list
   elements: dict
   sample: [{check: ram, message: "16.0 GiB of RAM, the planned work needs 32 GiB (building from source). ..."}]
+environment_dropped:
+  description:
+    - The names of the host's C(PYTHON*) and C(PIP_*) variables (as the module saw them) that the venv's python and
+      pip never get (a C(PYTHONPATH) holding a torch would pass for the venv's); the plan text names them too, with
+      the variable to set instead where one exists (C(PIP_INDEX_URL)... are never taken from the host).
+  returned: always
+  type: list
+  elements: str
+  sample: [PIP_INDEX_URL, PYTHONPATH]
 """
 
 from ansible.module_utils.basic import AnsibleModule

@@ -157,6 +157,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.sparkforge.stack.plugins.module_utils.verify import torch_acceptance as ta
 from ansible_collections.sparkforge.stack.plugins.module_utils._common.clock import utc_file_stamp, utc_now
 from ansible_collections.sparkforge.stack.plugins.module_utils._common.files import atomic_write_text, makedirs
+from ansible_collections.sparkforge.stack.plugins.module_utils._common import run_env
 
 
 def fail(module, msg, **extra):
@@ -182,6 +183,8 @@ def main():
         ),
         supports_check_mode=True,
     )
+    # The venv's python runs in the run's own environment: no PYTHON*/PIP_* of the host (_common/run_env.py).
+    run_env.scrub()
     p = module.params
 
     # Everything is checked before anything runs or is written.

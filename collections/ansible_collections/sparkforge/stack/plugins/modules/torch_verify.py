@@ -303,10 +303,13 @@ acceptance:
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.sparkforge.stack.plugins.module_utils.verify.torch_checks import VerifyError
 from ansible_collections.sparkforge.stack.plugins.module_utils.verify.torch_verify_job import ARGUMENT_SPEC, VerifyJob
+from ansible_collections.sparkforge.stack.plugins.module_utils._common import run_env
 
 
 def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    # The venv's python runs in the run's own environment: no PYTHON*/PIP_* of the host (_common/run_env.py).
+    run_env.scrub()
     try:
         result, failure = VerifyJob(module.params, module, check_mode=module.check_mode).run()
     except VerifyError as exc:

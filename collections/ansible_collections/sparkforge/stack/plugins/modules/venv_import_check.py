@@ -74,6 +74,7 @@ failures:
 import json
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.sparkforge.stack.plugins.module_utils._common import run_env
 
 # One process imports them in order (torch before what builds on it); each failure is kept apart.
 SCRIPT = r"""
@@ -105,6 +106,8 @@ def main():
         ),
         supports_check_mode=True,
     )
+    # The venv's python runs in the run's own environment: no PYTHON*/PIP_* of the host (_common/run_env.py).
+    run_env.scrub()
     p = module.params
     packages = []
     for item in p["wheels"]:

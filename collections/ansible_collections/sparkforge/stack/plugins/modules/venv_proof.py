@@ -149,6 +149,7 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.sparkforge.stack.plugins.module_utils.fleet import proof
+from ansible_collections.sparkforge.stack.plugins.module_utils._common import run_env
 
 ARGUMENT_SPEC = dict(
     venv=dict(type="path", required=True),
@@ -204,6 +205,8 @@ def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True,
                            required_one_of=[("plan", "since")], required_together=[("plan", "components")],
                            mutually_exclusive=[("plan", "since")])
+    # The venv's python runs in the run's own environment: no PYTHON*/PIP_* of the host (_common/run_env.py).
+    run_env.scrub()
     params = module.params
     if params["since"]:
         recorded, profiles = None, {}

@@ -336,6 +336,7 @@ from ansible_collections.sparkforge.stack.plugins.module_utils.fleet import flee
 from ansible_collections.sparkforge.stack.plugins.module_utils.fabric import acceptance, xhost
 from ansible_collections.sparkforge.stack.plugins.module_utils._common.files import atomic_write_text, makedirs
 from ansible_collections.sparkforge.stack.plugins.module_utils._common.clock import utc_now
+from ansible_collections.sparkforge.stack.plugins.module_utils._common import run_env
 
 
 def memory(module, p, node):
@@ -522,6 +523,8 @@ def main():
         ),
         supports_check_mode=True,
     )
+    # The venv's python runs in the run's own environment: no PYTHON*/PIP_* of the host (_common/run_env.py).
+    run_env.scrub()
     p = module.params
     if len(p["hosts"]) < 2:
         module.fail_json(msg="collectives across hosts need at least 2 hosts, got %s" % (p["hosts"] or "none"))

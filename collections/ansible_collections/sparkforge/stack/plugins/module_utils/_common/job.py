@@ -33,6 +33,7 @@ from abc import ABC, abstractmethod
 from urllib.error import HTTPError, URLError
 
 from ansible.module_utils.urls import open_url
+from ansible_collections.sparkforge.stack.plugins.module_utils._common import run_env
 
 # How much of a failing tool's output a JobError keeps (the end is where tools say why).
 TAIL_CHARS = 2000
@@ -134,15 +135,18 @@ class Job(ABC):
 class LocalSystem:
     """The host this process runs on, without a module: subprocess, Ansible's open_url (TLS
     verified, proxies from the environment) and shutil.which.  Warnings are
-    kept in ``warnings`` for the caller to show."""
+    kept in ``warnings`` for the caller to show.  Each command gets the run's own environment: this
+    process's without the host's PYTHON*/PIP_* variables (run_env), then the caller's ``env``; the
+    names left out are in ``environment_dropped``."""
 
     def __init__(self):
         self.warnings = []
+        self.environment_dropped = run_env.dropped(os.environ)
 
     def run(self, cmd, env=None, cwd=None):
         try:
-            proc = subprocess.Popen(cmd, env=dict(os.environ, **(env or {})), cwd=cwd, stdout=subprocess.PIPE,
-                                    stderr=subprocess.PIPE)
+            proc = subprocess.Popen(cmd, env=run_env.child_environ(os.environ, env)[0], cwd=cwd,
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         except OSError as exc:  # no such program: what a shell answers
             return 127, "", str(exc)
         out, err = proc.communicate()
@@ -169,11 +173,17 @@ class LocalSystem:
 
 class AnsibleSystem:
     """The host as a module sees it: AnsibleModule's run_command, get_bin_path and warn, and the
-    ``fetch_url`` the module passes (ansible.module_utils.urls', kept out of this file's imports)."""
+    ``fetch_url`` the module passes (ansible.module_utils.urls', kept out of this file's imports).
+
+    Made once per module: the module's process environment becomes the run's own (run_env.scrub: the
+    host's PYTHON*/PIP_* variables removed, since run_command can add variables but not remove them),
+    so every command the job starts, and every ``dict(os.environ)`` it builds, is without them; the
+    names removed are in ``environment_dropped``."""
 
     def __init__(self, module, fetch_url=None):
         self.module = module
         self.fetch_url = fetch_url
+        self.environment_dropped = run_env.scrub()
 
     def run(self, cmd, env=None, cwd=None):
         try:

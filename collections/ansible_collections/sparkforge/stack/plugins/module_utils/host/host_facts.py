@@ -14,6 +14,7 @@ __metaclass__ = type
 
 import os
 import platform
+import pwd
 import subprocess
 
 from ansible.module_utils.facts.system.distribution import DistributionFactCollector
@@ -31,20 +32,23 @@ from ansible_collections.sparkforge.stack.plugins.module_utils.host.platforms im
 )
 
 
-def disk_free(path):
-    """Free and total MiB at ``path``, or at its nearest existing parent when it does not exist yet."""
+def disk_free(path, statvfs=os.statvfs, device_of=None):
+    """Free and total MiB at ``path``, or at its nearest existing parent when it does not exist yet, and the
+    file system's device (st_dev: places on one device share its free space).  ``statvfs`` and
+    ``device_of`` are the host's (tests give stand-in figures per device)."""
     probe = os.path.abspath(path)
     while not os.path.exists(probe):
         parent = os.path.dirname(probe)
         if parent == probe:
             break
         probe = parent
-    stat = os.statvfs(probe)
+    stat = statvfs(probe)
     mib = 1024 * 1024
     out = {
         "measured_at": probe,
         "free_mib": stat.f_bavail * stat.f_frsize // mib,
         "total_mib": stat.f_blocks * stat.f_frsize // mib,
+        "device": (device_of or (lambda p: os.stat(p).st_dev))(probe),
     }
     # A kernel or read-only file system reports no free space; the plan names that, not the space.
     unwritable = filesystem_problem(probe)
@@ -99,8 +103,19 @@ def sparkforge_facts(module, nvidia_smi, disk_paths, timeout, required, platform
         module.fail_json(msg="cannot read CPU/memory information: %s" % exc)
     facts = summarize(gpus, cpu, platform.machine(), mem, path)
     facts["gpu_error"] = error
-    facts["disk"] = dict((p, disk_free(p)) for p in disk_paths)
+    facts["disk"] = dict((p, disk_free(p)) for p in disk_paths if p)
+    facts["user"] = process_user()
     return facts
+
+
+def process_user():
+    """The user this module runs as ({uid, name}): root when the connection is root or become works."""
+    uid = os.geteuid()
+    try:
+        name = pwd.getpwuid(uid).pw_name
+    except KeyError:  # a uid without a passwd entry (a container's arbitrary uid)
+        name = "uid %d" % uid
+    return {"uid": uid, "name": name}
 
 
 def os_facts(module):

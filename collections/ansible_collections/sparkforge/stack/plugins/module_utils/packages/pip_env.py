@@ -15,7 +15,8 @@ Callers that run pip as an argument list (the roles' command tasks) use :func:`i
 plan's own pip settings (``triton_pip_env``...) become command-line options, since ``--isolated``
 would drop them as environment variables.  Callers that set the process environment themselves
 (modules, the bundle) use :func:`isolated_environ`: every ``PIP_*`` of the host dropped, the plan's
-kept.
+kept.  Both take the host's ``PYTHON*`` variables out as well (module_utils/_common/run_env.py, the one
+place that says what of the host's environment reaches the venv's python and pip).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -24,6 +25,8 @@ __metaclass__ = type
 
 import os
 import shlex
+
+from ansible_collections.sparkforge.stack.plugins.module_utils._common import run_env
 
 # What turns pip's configuration files off (pip reads none when it names os.devnull).
 CONFIG_OFF = {"PIP_CONFIG_FILE": os.devnull}
@@ -85,26 +88,23 @@ def isolated_argv(python, subcommand, args, plan_env=None, extra_args="", variab
 
 
 def task_environment(plan_env=None):
-    """The environment of a pip command task: the plan's non-pip variables (proxies, build settings),
-    its PIP_CONFIG_FILE when it names one, and otherwise pip's configuration files off."""
+    """The environment of a task that runs the venv's python or pip: the host's PYTHON* variables that
+    matter blanked (run_env.task_blanks), the plan's non-pip variables (proxies, build settings), its
+    PIP_CONFIG_FILE when it names one, and otherwise pip's configuration files off."""
     pip_settings, other = split_env(plan_env)
-    other["PIP_CONFIG_FILE"] = pip_settings.get("PIP_CONFIG_FILE") or os.devnull
-    return other
-
-
-def isolated_environ(environ, plan_env=None):
-    """A copy of ``environ`` without any of the host's PIP_* variables, with the plan's (``plan_env``)
-    and pip's configuration files off unless the plan names a file."""
-    env = dict((k, v) for k, v in environ.items() if not is_pip_variable(k))
-    env.update(CONFIG_OFF)
-    env.update(dict((str(k), "" if v is None else str(v)) for k, v in (plan_env or {}).items()))
+    env = run_env.task_blanks()
+    env.update(other)
+    env["PIP_CONFIG_FILE"] = pip_settings.get("PIP_CONFIG_FILE") or os.devnull
     return env
 
 
+def isolated_environ(environ, plan_env=None):
+    """A copy of ``environ`` without any of the host's PIP_* and PYTHON* variables, with the plan's
+    (``plan_env``) and pip's configuration files off unless the plan names a file."""
+    return run_env.child_environ(environ, plan_env)[0]
+
+
 def scrub_process_environ(environ=None):
-    """Drop the host's PIP_* variables from this process's environment (a module, whose
-    run_command can add variables but not remove them) and turn pip's configuration files off."""
-    environ = os.environ if environ is None else environ
-    for key in [k for k in environ if is_pip_variable(k)]:
-        del environ[key]
-    environ.update(CONFIG_OFF)
+    """Drop the host's PIP_* and PYTHON* variables from this process's environment (a module, whose
+    run_command can add variables but not remove them); the names dropped (run_env.scrub)."""
+    return run_env.scrub(environ)

@@ -21,6 +21,7 @@ import os
 from ansible_collections.sparkforge.stack.plugins.module_utils.fleet import bundle
 from ansible_collections.sparkforge.stack.plugins.module_utils.packages import cxx_std
 from ansible_collections.sparkforge.stack.plugins.module_utils.plan import sources, wheel_check
+from ansible_collections.sparkforge.stack.plugins.module_utils._common import run_env
 from ansible_collections.sparkforge.stack.plugins.module_utils._common.job import Job, JobError, Plan
 from ansible_collections.sparkforge.stack.plugins.module_utils.host.platforms import cuda_distro_keys
 from ansible_collections.sparkforge.stack.plugins.module_utils.plan.preflight import (
@@ -30,9 +31,11 @@ from ansible_collections.sparkforge.stack.plugins.module_utils.plan.preflight im
     cxx_builds,
     existing_torch_problems,
     gpu_source_builds,
+    growing_places,
     parse_compiler_version,
     problems,
     render_plan,
+    root_problems,
     venv_torch_version,
 )
 
@@ -107,10 +110,17 @@ class StackPlanJob(Job):
         # RAM/disk thresholds) is a separate verdict: in a fleet only one host per platform class builds,
         # and the fleet planning fails a class none of whose hosts can (a single host is its own builder).
         checks["source_build"] = False
+        # Each place that grows, measured on its own file system against what the plan puts there.
+        places, needs = checks.get("disk_places") or [], params["manifest"].get("sparkforge_disk_needs_gib")
+        checks["disk_places"] = growing_places(plan, places, needs)
         found = problems(params["facts"], params["host"], checks)
-        build_problems = [p for p in problems(params["facts"], params["host"], dict(checks, source_build=True))
-                          if p["check"] in ("ram", "disk")]
+        build_problems = [p for p in problems(params["facts"], params["host"], dict(
+            checks, source_build=True, disk_places=growing_places(plan, places, needs, building=True)))
+            if p["check"] in ("ram", "disk")]
         compiler, warnings = "unasked", []
+        # Who runs it: the components that need root, against the user the module runs as.
+        found += root_problems((plan or {}).get("actions"), params["facts"].get("user"),
+                               params["manifest"].get("sparkforge_root_needs"), self.sudo_works)
         if plan and plan["source_build"]:
             compiler = self.compiler()
             release = params["manifest"]["sparkforge_torch_releases"][plan["torch"]["version"]]
@@ -212,9 +222,15 @@ class StackPlanJob(Job):
         if plan and plan["source_build"] and build_problems:
             text.append("cannot build from source here (only a builder of its platform class must): %s"
                         % " | ".join(p["message"] for p in build_problems))
+        # The host's PYTHON*/PIP_* variables the run's python and pip go without (the system made the
+        # environment its own: _common/run_env.py), said once in the plan.
+        dropped = list(getattr(self.system, "environment_dropped", None) or [])
+        if dropped:
+            text.append("environment: %s" % run_env.dropped_words(dropped))
         result = dict(changed=False, plan=plan, problems=found, plan_text=text, ready=not found,
                       build_warnings=[w["message"] for w in warnings],
-                      can_build=not build_problems, build_problems=build_problems)
+                      can_build=not build_problems, build_problems=build_problems,
+                      environment_dropped=dropped)
         return Plan([], result)
 
     def compiler(self):
@@ -225,6 +241,15 @@ class StackPlanJob(Job):
             return None
         rc, out, _err = self.system.run([cxx, "--version"])
         return parse_compiler_version(out if rc == 0 else "") or ("unknown", "0")
+
+    def sudo_works(self):
+        """(whether ``sudo -n true`` succeeds for the user the module runs as, why not): read only."""
+        sudo = self.system.which("sudo", opt_dirs=["/usr/bin", "/bin", "/usr/sbin"])
+        if not sudo:
+            return False, "no sudo on this host"
+        rc, out, err = self.system.run([sudo, "-n", "true"])
+        last = ((err or out or "").strip().splitlines() or ["exit %s" % rc])[-1]
+        return rc == 0, last[:200]
 
     def apply(self, plan):
         """Nothing to apply: stack_plan reads the host and changes nothing."""

@@ -11,6 +11,7 @@ import pytest
 
 from ansible_collections.sparkforge.stack.plugins.module_utils._common import path_rules
 from ansible_collections.sparkforge.stack.plugins.module_utils.host import host_paths, platforms
+from ansible_collections.sparkforge.stack.plugins.module_utils._common import run_env
 from ansible_collections.sparkforge.stack.plugins.module_utils.packages import pip_env
 from ansible_collections.sparkforge.stack.plugins.module_utils.build import torch_build as tb
 from ansible_collections.sparkforge.stack.plugins.module_utils.build import torch_result as tr
@@ -59,19 +60,19 @@ def test_an_explicit_arch_list_names_the_capability_it_misses_and_the_variable()
 
 
 def test_the_isolated_environment_drops_every_pip_variable_of_the_host():
-    env = pip_env.isolated_environ({"PIP_FIND_LINKS": "/x", "PIP_PRE": "1", "HOME": "/root"})
-    assert env == {"HOME": "/root", "PIP_CONFIG_FILE": os.devnull}
+    env = pip_env.isolated_environ({"PIP_FIND_LINKS": "/x", "PIP_PRE": "1", "HOME": "/root", "PYTHONPATH": "/t"})
+    assert env == {"HOME": "/root", "PIP_CONFIG_FILE": os.devnull, "PYTHONNOUSERSITE": "1"}
     environ = {"PIP_FIND_LINKS": "/x", "PATH": "/bin"}
-    pip_env.scrub_process_environ(environ)
-    assert environ == {"PATH": "/bin", "PIP_CONFIG_FILE": os.devnull}
+    assert pip_env.scrub_process_environ(environ) == ["PIP_FIND_LINKS"]
+    assert environ == {"PATH": "/bin", "PIP_CONFIG_FILE": os.devnull, "PYTHONNOUSERSITE": "1"}
 
 
 def test_the_plans_pip_settings_become_options():
     assert pip_env.options_from_env({"PIP_NO_INDEX": "true", "PIP_FIND_LINKS": "/a /b", "PIP_CERT": "/c.pem",
                                      "PIP_PRE": "0", "PIP_CONFIG_FILE": "/dev/null"}) == [
         "--cert", "/c.pem", "--find-links", "/a", "--find-links", "/b", "--no-index"]
-    assert pip_env.task_environment({"PIP_CONFIG_FILE": "/etc/site-pip.conf", "no_proxy": "x"}) == {
-        "no_proxy": "x", "PIP_CONFIG_FILE": "/etc/site-pip.conf"}
+    assert pip_env.task_environment({"PIP_CONFIG_FILE": "/etc/site-pip.conf", "no_proxy": "x"}) == dict(
+        run_env.task_blanks(), no_proxy="x", PIP_CONFIG_FILE="/etc/site-pip.conf")
 
 
 def test_paths(tmp_path):

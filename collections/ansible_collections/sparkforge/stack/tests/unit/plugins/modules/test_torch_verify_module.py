@@ -31,8 +31,13 @@ def test_no_torch_fails_after_writing_the_report(tmp_path, manifest):
 
 def test_no_gpu_result_without_failing(tmp_path):
     args = {"python": sys.executable, "report_dir": str(tmp_path / "r"), "fail_on_failure": False}
-    env = {"PYTHONPATH": os.pathsep.join([COLLECTIONS, _stand_in_torch(tmp_path)])}
-    result, rc = run_module("torch_verify", args, env=env)
+    # The stand-in torch reaches the check through the module's env (the plan's), never through the host's
+    # PYTHONPATH (_common/run_env.py: a host's PYTHONPATH holding a torch must not pass for the venv's).
+    stand_in = _stand_in_torch(tmp_path)
+    from_host, rc = run_module("torch_verify", args, env={"PYTHONPATH": os.pathsep.join([COLLECTIONS, stand_in])})
+    assert from_host["status"] == "no_torch", from_host
+    args["env"] = {"PYTHONPATH": stand_in}
+    result, rc = run_module("torch_verify", args, env={"PYTHONPATH": COLLECTIONS})
     assert rc == 0, result
     assert result["status"] == "no_gpu" and result["passed"] is False and result["changed"] is True
     assert "sees no GPU" in result["failures"][0]
