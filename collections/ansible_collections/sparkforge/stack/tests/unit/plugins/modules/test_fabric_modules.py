@@ -221,6 +221,27 @@ def test_cluster_fabric_refusals_change_nothing(tmp_path):
     assert _snapshot(tmp_path) == before
 
 
+def test_cluster_fabric_refuses_one_machine_twice_and_a_subnet_holding_a_management_address(tmp_path):
+    """Rows X14 and X15 (issue 52): host c's fabric facts are host a's (one machine, two inventory names), and host b's
+    ansible_host is inside cluster_fabric_subnet. --check and the real run: exit 2, both named, nothing changed."""
+    run, _roots = fabric_cluster(tmp_path, tmp_path / "reports", names=("a", "b", "c"))
+    inventory = tmp_path / "hosts.yml"
+    text = inventory.read_text().replace("sys-c", "sys-a")
+    text = text.replace("    b:\n", "    b:\n      ansible_host: 192.168.100.7\n")
+    inventory.write_text(text)
+    rows = {"X14": "a and c are one machine (both report MAC ",
+            "X15": "b: cluster_fabric_subnet 192.168.100.0/24 holds 192.168.100.7, its ansible_host: the fabric needs "
+                   "a subnet of its own"}
+    before = _snapshot(tmp_path)
+    for args in (("--check",), ()):
+        rc, out = run(*args)
+        assert rc == 2, out[-4000:]
+        flat = " ".join(out.split())
+        for row in ("X14", "X15"):
+            assert rows[row] in flat, (row, out[-4000:])
+        assert _snapshot(tmp_path) == before
+
+
 def test_cluster_fabric_topology_refusals_change_nothing(tmp_path):
     """Rows X08 and X09 of docs/bad-inputs.md in one run each of --check and the real run (a switch of three: one node
     cabled to port 0, one linked at 100 Gb/s), then X05 (a ring whose links do not close) and X06 (a ring of five):
