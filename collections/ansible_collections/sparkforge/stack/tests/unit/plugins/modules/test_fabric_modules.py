@@ -95,10 +95,12 @@ def test_fabric_netplan_confirm(tmp_path):
 
 
 def test_fabric_plan_refuses_duplicates(tmp_path):
-    sysfs, proc = spark(tmp_path)
-    facts, _rc = run_module("fabric_facts", {"sysfs_root": sysfs, "proc_root": proc, "addresses": {}})
-    hosts = {"a": {"interface": "enp1s0f1np1", "address": "192.168.100.11", "fabric": facts["fabric"]},
-             "b": {"interface": "enp1s0f1np1", "address": "192.168.100.12", "fabric": facts["fabric"]}}
+    facts = {}
+    for name in ("a", "b"):  # two machines (one machine under two names is refused: test_fabric_identity.py)
+        sysfs, proc = spark(tmp_path, "sys-" + name)
+        facts[name] = run_module("fabric_facts", {"sysfs_root": sysfs, "proc_root": proc, "addresses": {}})[0]
+    hosts = {"a": {"interface": "enp1s0f1np1", "address": "192.168.100.11", "fabric": facts["a"]["fabric"]},
+             "b": {"interface": "enp1s0f1np1", "address": "192.168.100.12", "fabric": facts["b"]["fabric"]}}
     ok, rc = run_module("fabric_plan", {"hosts": hosts, "subnet": "192.168.100.0/24", "order": ["a", "b"]})
     assert rc == 0 and ok["hostfile"] == "192.168.100.11 slots=1\n192.168.100.12 slots=1\n", ok
     hosts["b"]["address"] = "192.168.100.11"
