@@ -48,7 +48,7 @@ _list:
 
 import os
 
-from ansible import context
+from ansible import constants as C, context
 from ansible.plugins.lookup import LookupBase
 from ansible_collections.sparkforge.stack.plugins.module_utils.plan import yaml_keys
 
@@ -58,5 +58,8 @@ class LookupModule(LookupBase):
         self.set_options(var_options=variables, direct=kwargs)
         # What ansible-playbook was given on its command line: -e items and the playbooks.
         args = context.CLIARGS or {}
+        # Files an inventory directory holds that Ansible does not read (ansible.cfg: ignore_patterns = examples).
+        ignore = C.config.get_config_value("INVENTORY_IGNORE_PATTERNS") or []
         return yaml_keys.run_duplicates(self.get_option("sources"), self.get_option("var_dirs"),
-                                        args.get("extra_vars") or (), args.get("args") or (), os.getcwd())
+                                        args.get("extra_vars") or (), args.get("args") or (), os.getcwd(),
+                                        [str(p) for p in ignore])

@@ -17,6 +17,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import os
+import re
 
 try:
     # On the controller (a lookup plugin runs this), where ansible-core brings PyYAML.
@@ -104,13 +105,14 @@ def file_duplicates(path):
     return text_duplicates(text, path)
 
 
-def _walk(directory, endings):
-    """The files under ``directory`` (recursively, hidden ones skipped) with one of ``endings``."""
+def _walk(directory, endings, ignore=()):
+    """The files under ``directory`` (recursively, hidden ones and names matching an ``ignore`` regex skipped, as
+    Ansible skips them in an inventory directory) with one of ``endings``."""
+    skip = lambda name: name.startswith(".") or any(re.search(p, name) for p in ignore)  # noqa: E731
     out = []
     for base, dirs, files in os.walk(directory):
-        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-        out += [os.path.join(base, f) for f in sorted(files)
-                if not f.startswith(".") and os.path.splitext(f)[1] in endings]
+        dirs[:] = sorted(d for d in dirs if not skip(d))
+        out += [os.path.join(base, f) for f in sorted(files) if not skip(f) and os.path.splitext(f)[1] in endings]
     return out
 
 
@@ -125,12 +127,13 @@ def var_files(directories):
     return out
 
 
-def inventory_files(sources):
-    """The YAML files of the inventory sources (a file, or a directory's YAML files; a host list is no file)."""
+def inventory_files(sources, ignore=()):
+    """The YAML files of the inventory sources (a file, or a directory's YAML files but those Ansible's
+    inventory_ignore_patterns ``ignore`` skips; a host list is no file)."""
     out = []
     for source in sources:
         if os.path.isdir(source):
-            out += [p for p in _walk(source, INVENTORY_ENDINGS)
+            out += [p for p in _walk(source, INVENTORY_ENDINGS, ignore)
                     if os.sep + "group_vars" + os.sep not in p and os.sep + "host_vars" + os.sep not in p]
         elif os.path.isfile(source):
             out.append(source)
@@ -151,9 +154,10 @@ def extra_vars_texts(extra_vars, cwd):
     return out
 
 
-def run_duplicates(inventory_sources, var_dirs, extra_vars, playbooks, cwd):
-    """Every duplicate key in what the run was given, each file once, in the order Ansible reads them."""
-    paths = inventory_files(inventory_sources) + var_files(var_dirs)
+def run_duplicates(inventory_sources, var_dirs, extra_vars, playbooks, cwd, ignore=()):
+    """Every duplicate key in what the run was given, each file once, in the order Ansible reads them (``ignore``:
+    the inventory_ignore_patterns)."""
+    paths = inventory_files(inventory_sources, ignore) + var_files(var_dirs)
     out, done = [], set()
     for path in paths + [p for p in (os.path.join(cwd, b) for b in playbooks or ()) if os.path.isfile(p)]:
         real = os.path.realpath(path)

@@ -67,6 +67,8 @@ def test_the_run_reads_inventory_var_files_extra_vars_and_playbooks(tmp_path):
     (inv / "group_vars" / "sparks").mkdir(parents=True)
     (inv / "hosts.yml").write_text("all:\n  hosts:\n    h: {a: 1, a: 2}\n")
     (inv / "hosts.ini").write_text("[x]\nh\n")
+    (inv / "examples").mkdir()
+    (inv / "examples" / "site.yml").write_text("a: 1\na: 2\n")  # inventory_ignore_patterns: Ansible skips it
     (inv / "group_vars" / "sparks" / "main.yml").write_text("k: 1\nk: 1\n")
     (inv / "group_vars" / "sparks" / "notes.txt").write_text("k: 1\nk: 1\n")  # not a variable file
     (inv / "host_vars").mkdir()
@@ -74,7 +76,8 @@ def test_the_run_reads_inventory_var_files_extra_vars_and_playbooks(tmp_path):
     (tmp_path / "extra.yml").write_text("e: 1\ne: 2\n")
     (tmp_path / "play.yml").write_text("- hosts: all\n  hosts: h\n")
     found = yaml_keys.run_duplicates([str(inv)], [str(inv), str(tmp_path)],
-                                     ["@extra.yml", "k=v", '{"j": 1, "j": 2}'], ["play.yml"], str(tmp_path))
+                                     ["@extra.yml", "k=v", '{"j": 1, "j": 2}'], ["play.yml"], str(tmp_path),
+                                     ignore=["examples"])
     heads = [m.split(" is written")[0] for m in found]
     assert heads == ["%s/hosts.yml:3: key 'a'" % inv, "%s/group_vars/sparks/main.yml:2: key 'k'" % inv,
                      "%s/host_vars/h:2: key 'k'" % inv, "%s/play.yml:2: key 'hosts'" % tmp_path,
