@@ -99,7 +99,10 @@ def anchored_inventory(host, override):
     merges them (<<: *common) and then writes ``override`` (keys of the anchor given again: YAML's override)."""
     with open(host["inventory"]) as handle:
         data = yaml.safe_load(handle)["all"]
-    indent = lambda text, n: "".join(" " * n + line + "\n" for line in text.splitlines())  # noqa: E731
+
+    def indent(text, n):
+        return "".join(" " * n + line + "\n" for line in text.splitlines())
+
     text = ("all:\n  vars: &common\n" + indent(yaml.safe_dump(data["vars"]), 4) + "  hosts:\n    localhost:\n"
             "      <<: *common\n" + indent(yaml.safe_dump(dict(data["hosts"]["localhost"], **override)), 6))
     with open(host["inventory"], "w") as handle:

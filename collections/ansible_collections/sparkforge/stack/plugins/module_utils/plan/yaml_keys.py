@@ -108,7 +108,9 @@ def file_duplicates(path):
 def _walk(directory, endings, ignore=()):
     """The files under ``directory`` (recursively, hidden ones and names matching an ``ignore`` regex skipped, as
     Ansible skips them in an inventory directory) with one of ``endings``."""
-    skip = lambda name: name.startswith(".") or any(re.search(p, name) for p in ignore)  # noqa: E731
+    def skip(name):
+        return name.startswith(".") or any(re.search(p, name) for p in ignore)
+
     out = []
     for base, dirs, files in os.walk(directory):
         dirs[:] = sorted(d for d in dirs if not skip(d))

@@ -46,7 +46,8 @@ def test_a_key_written_twice_is_named_with_file_line_and_first_line():
 def test_inside_an_anchor_sequences_and_every_document_and_once_per_alias():
     text = "a: &a\n  k: 1\n  k: 2\nb: *a\nc: *a\nlist:\n  - {p: 1, p: 2}\n---\nz: 1\nz: 2\n"
     found = yaml_keys.text_duplicates(text, "f")
-    assert [m.split(" is written")[0] for m in found] == ["f:3: key 'k'", "f:7: key 'p'", "f:10: key 'z'"]  # lines of the file, found
+    # The lines are the file's, across its documents.
+    assert [m.split(" is written")[0] for m in found] == ["f:3: key 'k'", "f:7: key 'p'", "f:10: key 'z'"], found
 
 
 def test_keys_equal_as_yaml_reads_them_and_tags_only_ansible_knows():
