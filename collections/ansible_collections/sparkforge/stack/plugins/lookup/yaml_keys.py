@@ -50,7 +50,7 @@ import os
 
 from ansible import constants as C, context
 from ansible.plugins.lookup import LookupBase
-from ansible_collections.sparkforge.stack.plugins.module_utils.plan import yaml_keys
+from ansible_collections.sparkforge.stack.plugins.module_utils.plan.yaml_keys import run_duplicates
 
 
 class LookupModule(LookupBase):
@@ -59,7 +59,6 @@ class LookupModule(LookupBase):
         # What ansible-playbook was given on its command line: -e items and the playbooks.
         args = context.CLIARGS or {}
         # Files an inventory directory holds that Ansible does not read (ansible.cfg: ignore_patterns = examples).
-        ignore = C.config.get_config_value("INVENTORY_IGNORE_PATTERNS") or []
-        return yaml_keys.run_duplicates(self.get_option("sources"), self.get_option("var_dirs"),
-                                        args.get("extra_vars") or (), args.get("args") or (), os.getcwd(),
-                                        [str(p) for p in ignore])
+        ignore = [str(p) for p in C.config.get_config_value("INVENTORY_IGNORE_PATTERNS") or []]
+        return run_duplicates(self.get_option("sources"), self.get_option("var_dirs"),
+                              args.get("extra_vars") or (), args.get("args") or (), os.getcwd(), ignore)

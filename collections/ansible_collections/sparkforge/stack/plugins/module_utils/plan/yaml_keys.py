@@ -83,7 +83,8 @@ def text_duplicates(text, name):
     if text.lstrip().startswith("$ANSIBLE_VAULT"):
         return []
     try:
-        documents = list(yaml.compose_all(text, Loader=yaml.SafeLoader))
+        # libyaml's composer where PyYAML has it (its nodes carry the same marks), as the collection's lookups read.
+        documents = list(yaml.compose_all(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)))
     except yaml.YAMLError:
         return []
     out = []
