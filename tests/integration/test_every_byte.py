@@ -382,12 +382,36 @@ def wh_manifest_not_json(d):
         handle.write("{truncated")
 
 
+def torch_metadata(name="torch", version="2.11.0", info="torch-2.11.0.dist-info"):
+    """The files of a torch wheel whose .dist-info and METADATA say ``name`` ``version``."""
+    return {"%s/METADATA" % info: "Metadata-Version: 2.1\nName: %s\nVersion: %s\n\nDescription\n" % (name, version),
+            "%s/WHEEL" % info: "Wheel-Version: 1.0\nRoot-Is-Purelib: false\nTag: %s-%s-linux_x86_64\n" % (CP, CP),
+            "%s/RECORD" % info: ""}
+
+
+def wh_metadata_other_version(d):
+    """The issue's torch: its file name says 2.11.0, its METADATA 2.10.0 (pip: 'inconsistent version')."""
+    make_wheel(d, HOST_TORCH, files=torch_metadata(version="2.10.0", info="torch-2.10.0.dist-info"))
+
+
+def wh_metadata_other_local_tag(d):
+    make_wheel(d, "torch-2.11.0+cu130-%s-%s-linux_x86_64.whl" % (CP, CP), files=torch_metadata(version="2.11.0+cu129"))
+
+
+def wh_metadata_other_project(d):
+    make_wheel(d, HOST_TORCH, files=torch_metadata(name="torchvision", info="torchvision-2.11.0.dist-info"))
+
+
+def wh_newer_glibc(d):
+    make_wheel(d, "torch-2.11.0-%s-%s-manylinux_2_99_x86_64.whl" % (CP, CP))
+
+
 WHEEL_ROWS = [
     pytest.param(wh_torch_truncated, "%s is not a valid zip (truncated or not a wheel" % HOST_TORCH, id="W01"),
     pytest.param(wh_torch_other_arch, "has no torch 2.11.0 wheel for this host (Python %s, x86_64): "
                  "torch-2.11.0-%s-%s-linux_aarch64.whl is for linux_aarch64, this host is x86_64" % (PY, CP, CP), id="W02"),
     pytest.param(wh_torch_other_python, "has no torch 2.11.0 wheel for this host (Python %s, x86_64): "
-                 "torch-2.11.0-%s-%s-manylinux_2_28_x86_64.whl is for Python %s (ABI %s), this host's is %s"
+                 "torch-2.11.0-%s-%s-manylinux_2_28_x86_64.whl is for Python %s (ABI %s), the venv's Python is %s"
                  % (PY, OTHER_CP, OTHER_CP, OTHER_CP, OTHER_CP, PY), id="W03"),
     pytest.param(wh_not_a_zip, "%s is not a valid zip (truncated or not a wheel: File is not a zip file)" % HOST_TORCH,
                  id="W04"),
@@ -402,6 +426,15 @@ WHEEL_ROWS = [
                  "from it alone (--no-index)", id="W13"),
     pytest.param(wh_both_wrong, "win_amd64.whl is for win_amd64, this host is x86_64 and is for Python %s" % OTHER_CP,
                  id="W08"),
+    pytest.param(wh_metadata_other_version, "%s says torch 2.11.0 in its file name, but its METADATA "
+                 "(torch-2.10.0.dist-info/METADATA) says torch 2.10.0 (the version differs)" % HOST_TORCH, id="W14"),
+    pytest.param(wh_metadata_other_local_tag, "says torch 2.11.0+cu130 in its file name, but its METADATA "
+                 "(torch-2.11.0.dist-info/METADATA) says torch 2.11.0+cu129 (the local tag differs)", id="W15"),
+    pytest.param(wh_metadata_other_project, "%s says torch 2.11.0 in its file name, but its metadata directory is "
+                 "torchvision-2.11.0.dist-info" % HOST_TORCH, id="W16"),
+    pytest.param(wh_newer_glibc, "has no torch 2.11.0 wheel for this host (Python %s, x86_64): torch-2.11.0-%s-%s-"
+                 "manylinux_2_99_x86_64.whl is for manylinux_2_99_x86_64 (glibc 2.99 or newer), this host's glibc is %s"
+                 % (PY, CP, CP, wheel_check.host_glibc()), id="W17"),
 ]
 
 
@@ -412,7 +445,8 @@ def test_a_wheel_pip_could_not_install_here_is_found_before_anything_changes(tmp
     fill(house)
     git_before, before = git_status(), snapshot(house)
     problems = wheel_check.wheelhouse_problems(str(house), {"torch": "2.11.0", "torchvision": "0.26.0",
-                                                            "triton": "3.6.0"}, PY, "x86_64", "sparkforge_wheel_dir")
+                                                            "triton": "3.6.0"}, PY, "x86_64", "sparkforge_wheel_dir",
+                                                wheel_check.host_glibc())
     assert len(problems) == 1 and message in problems[0], problems
     assert problems[0].startswith("the wheelhouse %s (sparkforge_wheel_dir)" % house)
     # Preflight's module finds it as well, in check mode, and changes nothing.

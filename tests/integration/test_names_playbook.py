@@ -94,18 +94,70 @@ def test_the_cli_cluster_group_typo_is_refused_naming_the_known_groups(tmp_path)
     assert snapshot(*watched(host)) == before
 
 
-@pytest.mark.parametrize("row_id", [pytest.param("G07", id="G07")])
-def test_a_key_written_twice_in_the_inventory_stops_the_run_naming_it(tmp_path, row_id):
-    """G07: the repository's ansible.cfg makes a duplicate YAML key an error, naming the key and the line."""
-    inventory = tmp_path / "hosts.yml"
-    inventory.write_text("all:\n  hosts:\n    localhost:\n      pytorch_jobs: 4\n      pytorch_jobs: 8\n")
-    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"), ANSIBLE_NOCOLOR="1")
-    proc = subprocess.run([os.path.join(BIN, "ansible-playbook"), "playbooks/spark.yml", "-i", str(inventory),
-                           "--check"], cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          universal_newlines=True, timeout=120, check=False)
-    assert proc.returncode == 1, proc.stdout[-3000:]
-    assert "Found duplicate mapping key 'pytorch_jobs'" in proc.stdout
-    assert "Completely failed to parse inventory source %s" % inventory in proc.stdout
+def anchored_inventory(host, override):
+    """The stand-in host's inventory written with a YAML anchor: the group's variables are &common, and localhost
+    merges them (<<: *common) and then writes ``override`` (keys of the anchor given again: YAML's override)."""
+    with open(host["inventory"]) as handle:
+        data = yaml.safe_load(handle)["all"]
+
+    def indent(text, n):
+        return "".join(" " * n + line + "\n" for line in text.splitlines())
+
+    text = ("all:\n  vars: &common\n" + indent(yaml.safe_dump(data["vars"]), 4) + "  hosts:\n    localhost:\n"
+            "      <<: *common\n" + indent(yaml.safe_dump(dict(data["hosts"]["localhost"], **override)), 6))
+    with open(host["inventory"], "w") as handle:
+        handle.write(text)
+    return text
+
+
+@pytest.mark.bad_input_rows("G10")
+def test_a_merge_key_with_an_override_is_valid_yaml_and_the_run_goes_on(tmp_path):
+    """G10 (issue 52, item 8): `<<: *anchor` and then one of the anchor's keys again is YAML's override, not a key
+    written twice. Before, ansible.cfg's duplicate_dict_key = error took it for one and refused the inventory; now
+    the check-mode run of spark.yml goes on to its end (exit 0), the override's value in force (the anchor's alone
+    is refused)."""
+    # The anchor's pytorch_jobs: 0 would be refused (1 to 1024): the run passes only with the override in force.
+    host = make_host(tmp_path, None, "index", torch=False, venv=False, components=TORCH_ONLY, more={"pytorch_jobs": 0})
+    text = anchored_inventory(host, {"pytorch_jobs": 3})
+    assert "<<: *common" in text and "pytorch_jobs: 0" in text and "pytorch_jobs: 3" in text
+    before, status_before = snapshot(*watched(host)), git_status()
+    proc = run_book(host, "playbooks/spark.yml", "--check")
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert "is written twice in one mapping" not in proc.stdout, proc.stdout[-3000:]
+    assert "duplicate mapping key" not in proc.stdout.lower(), proc.stdout[-3000:]
+    assert snapshot(*watched(host)) == before and git_status() == status_before
+
+
+@pytest.mark.bad_input_rows("G07", "G11", "G12")
+def test_a_key_written_twice_in_inventory_group_vars_or_an_extra_vars_file_stops_the_run_naming_it(tmp_path):
+    """G07 inventory, G11 group_vars beside it, G12 -e @file: a key a mapping writes itself twice (one value silently
+    lost) is refused by preflight's first task, each named with its file, line and key, in one run: exit 2, nothing
+    changed. The inventory also holds a merge with an override (G10), which is not named."""
+    host = make_host(tmp_path, None, "index", torch=False, venv=False, components=TORCH_ONLY)
+    anchored_inventory(host, {"sparkforge_torch_source": "index"})
+    with open(host["inventory"], "a") as handle:
+        handle.write("      pytorch_jobs: 4\n      pytorch_jobs: 8\n")
+    line = len(open(host["inventory"]).read().splitlines())
+    (tmp_path / "group_vars").mkdir()
+    (tmp_path / "group_vars" / "all.yml").write_text("---\npytorch_jobs: 4\nml_packages_pins:\n  einops: 0.8.2\n"
+                                                     "  einops: 0.8.1\n")
+    extra = tmp_path / "extra.yml"
+    extra.write_text("pytorch_jobs: 2\npytorch_jobs: 2\n")
+    before, status_before = snapshot(*watched(host)), git_status()
+    proc = run_book(host, "playbooks/spark.yml", "--check", "-e", "@%s" % extra)
+    out = " ".join(proc.stdout.split())
+    assert proc.returncode == 2, proc.stdout[-3000:]
+    assert "3 key(s) written twice in one YAML mapping, nothing was changed" in out, proc.stdout[-3000:]
+    for row_id, found in (("G07", "%s:%d: key 'pytorch_jobs' is written twice in one mapping (first at line %d)"
+                           % (host["inventory"], line, line - 1)),
+                          ("G11", "%s:5: key 'einops' is written twice in one mapping (first at line 4)"
+                           % (tmp_path / "group_vars" / "all.yml")),
+                          ("G12", "%s (-e @%s):2: key 'pytorch_jobs' is written twice in one mapping (first at line 1)"
+                           % (extra, extra))):
+        assert found in out, (row_id, found, proc.stdout[-3000:])
+    assert "YAML keeps only the last and the first is silently lost" in out
+    assert "Read the host, check it and plan the work" not in out
+    assert snapshot(*watched(host)) == before and git_status() == status_before
 
 
 @pytest.mark.parametrize("argv,message", [

@@ -334,6 +334,21 @@ def test_a_wheel_file_for_a_wheelhouse_stops_the_playbook(tmp_path):
     assert git_status() == status_before
 
 
+@pytest.mark.bad_input_rows("H17")
+def test_a_prefix_that_is_a_symlink_to_etc_stops_check_mode(tmp_path):
+    """H17 (issue 52): sparkforge_prefix a symlink to /etc. Every path below it is below a system directory, which
+    alone is allowed; the prefix itself is resolved on the host and refused, in check mode as in the real run."""
+    host = make_host(tmp_path, None, "index", torch=False, venv=False, components=TORCH_ONLY)
+    link = tmp_path / "prefix-link"
+    link.symlink_to("/etc")
+    before, status_before = snapshot(*watched(host)), git_status()
+    proc = run_book(host, "playbooks/spark.yml", "--check", "-e", json.dumps({"sparkforge_prefix": str(link)}))
+    assert proc.returncode == 2, proc.stdout[-3000:]
+    assert row_message("H17").replace("<tmp>/prefix", str(link)) in proc.stdout, proc.stdout[-3000:]
+    assert snapshot(*watched(host)) == before
+    assert git_status() == status_before
+
+
 def test_the_rows_across_variables_stop_the_playbook_in_one_run(tmp_path):
     """V24-V29, V40, V41 (the second table of section V) through spark.yml, all in one run: two spellings of the
     torch version, a CUDA major against the default cu130 index, three bad pins, a misspelt profile, two bad extra

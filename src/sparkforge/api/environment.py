@@ -13,7 +13,10 @@ import sys
 # The protections of the checkout's ansible.cfg, as the environment variables that would switch them off
 # (ansible-core's config/base.yml: an environment variable wins over ansible.cfg), with the value that keeps them.
 PROTECTIONS = {
-    "ANSIBLE_DUPLICATE_YAML_DICT_KEY": ("error", "a key written twice in one YAML mapping is an error"),
+    # A key written twice in one YAML mapping is refused by preflight's own check (lookup yaml_keys), which knows
+    # that a key overriding a `<<:` merge is valid; ansible-core's own check ("error") refuses that too.
+    "ANSIBLE_DUPLICATE_YAML_DICT_KEY": ("ignore", "preflight refuses a key written twice in one YAML mapping "
+                                                  "itself (yaml_keys), and accepts a key overriding a <<: merge"),
     "ANSIBLE_INVENTORY_UNPARSED_FAILED": ("True", "an inventory that does not parse is an error"),
     "ANSIBLE_INVENTORY_ANY_UNPARSED_IS_FAILED": ("True", "an inventory source that does not parse is an error"),
 }

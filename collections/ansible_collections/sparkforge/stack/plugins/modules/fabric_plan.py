@@ -15,9 +15,11 @@ version_added: "0.5.0"
 description:
   - On the controller, once for the cluster. Takes each host's fabric interface, address and MTU from the inventory
     and its fabric as M(sparkforge.stack.fabric_facts) read it, and refuses - naming the host - duplicate addresses,
-    addresses outside the cluster subnet, an interface that does not exist, the management interface named as fabric,
-    a fabric port without a link (saying which port the cable has to move to), a host with no port linked, and a
-    O(report_dir) that cannot be a directory.
+    addresses outside the cluster subnet, a cluster subnet holding a host's management address (C(connection), or an
+    address of an interface C(fabric_facts) names management), one machine listed under two inventory names (a MAC,
+    C(node_guid) or C(sys_image_guid) both report), an interface that does not exist, the management interface
+    named as fabric, a fabric port without a link (saying which port the cable has to move to), a host with no port
+    linked, and a O(report_dir) that cannot be a directory.
   - Decides each host's part (address, twins, MTU - 9000 only where every host agrees) for
     M(sparkforge.stack.fabric_netplan), and the MPI hostfile and C(torchrun) lines for the cluster.
   - Reads only; nothing is changed anywhere.
@@ -26,8 +28,9 @@ author:
 options:
   hosts:
     description:
-      - Host name to C(interface), C(address) (static mode), C(mtu) and C(fabric) (the C(fabric) return of
-        M(sparkforge.stack.fabric_facts)), in rank order.
+      - Host name to C(interface), C(address) (static mode), C(mtu), C(fabric) (the C(fabric) return of
+        M(sparkforge.stack.fabric_facts)) and C(connection) (the address Ansible connects to, C(ansible_host)), in
+        rank order.
     type: dict
     required: true
   order:

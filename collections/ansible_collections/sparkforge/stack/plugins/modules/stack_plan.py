@@ -21,8 +21,9 @@ description:
   - Also refuses, probing or not, a root of trust (cuda-keyring, the cuSPARSELt local-repo installer) that
     comes neither over https nor with a valid pinned sha256 (a pinned file on a local path is hashed); a
     malformed proxy variable in the host's environment (named with its value); and, with torch from a
-    wheelhouse on the host, a wheel pip would take there that is not a valid wheel zip or whose tags fit
-    no wheel of the planned torch (or torchvision, torchaudio) to the host's Python and CPU.
+    wheelhouse on the host, a wheel pip would take there that is not a valid wheel zip, whose METADATA is not
+    the name and version (local tag included) its file name says, or whose tags fit no wheel of the planned
+    torch (or torchvision, torchaudio) to the venv's Python, the host's CPU and the host's glibc.
 author:
   - sparkforge developers (@sparkforge)
 options:
@@ -43,8 +44,9 @@ options:
     type: dict
   host:
     description:
-      - OS facts of the host, keys C(name), C(distribution), C(distribution_version), C(python_version) and
-        C(architecture). With O(gather), the keys not given come from the host.
+      - OS facts of the host, keys C(name), C(distribution), C(distribution_version), C(python_version),
+        C(architecture) and C(glibc) (its version, C(2.39)). With O(gather), the keys not given come from the host;
+        C(glibc), when not given, always does.
     type: dict
     default: {}
   platform_maps:
@@ -82,7 +84,9 @@ options:
         Python than the host's (C(python_version) of O(host), or of this dict). C(venv) (the stack venv); with
         C(torch_source=existing) it must already hold the planned torch, else the host has a problem, and its torch's
         C(torch.cuda.get_arch_list()) becomes every consumer's arch list. C(cuda_arch_list_variable) names the
-        variable that set C(cuda_arch_list) (shown as the reason in the plan's C(arch)).
+        variable that set C(cuda_arch_list) (shown as the reason in the plan's C(arch)). C(venv_python) (the
+        interpreter the venv is made with, C(pytorch_venv_python)) - a wheelhouse's wheels are matched against the
+        Python of C(venv) when it exists, else of this interpreter, else of the host.
     type: dict
     required: true
   manifest:
@@ -272,6 +276,7 @@ from ansible.module_utils.six.moves.urllib.error import HTTPError, URLError
 from ansible_collections.sparkforge.stack.plugins.module_utils._common.job import AnsibleSystem, JobError
 from ansible_collections.sparkforge.stack.plugins.module_utils.plan.stack_plan_job import StackPlanJob, check_bundle
 from ansible_collections.sparkforge.stack.plugins.module_utils.host.host_facts import os_facts, sparkforge_facts
+from ansible_collections.sparkforge.stack.plugins.module_utils.plan import wheel_check
 
 
 def _opener(url, timeout):
@@ -365,6 +370,8 @@ def main():
             gathered = _gather(module, params["gather"])
             params["facts"] = gathered["sparkforge"]
             params["host"] = dict(_host_from(gathered), **params["host"])
+        # The host's glibc, which a manylinux wheel in a wheelhouse must not need newer than.
+        params["host"].setdefault("glibc", wheel_check.host_glibc())
         job = StackPlanJob(params, AnsibleSystem(module), module.check_mode, opener=_opener, fetcher=_fetcher)
         result = job.run()
     except JobError as exc:

@@ -55,6 +55,76 @@ def unnamed_hint(facts):
             % (len(cabled), ", ".join(p["name"] for p in cabled)))
 
 
+def machine_ids(facts):
+    """What names one machine whatever the inventory calls it: its NICs' MACs (physical netdevs only: a bond or
+    bridge takes a slave's), its RDMA devices' node_guid and the adapters' sys_image_guid. [(kind, value)]."""
+    out = set()
+    for nd in ((facts or {}).get("netdevs") or {}).values():
+        mac = (nd.get("address") or "").lower()
+        if not nd.get("virtual") and mac and mac.strip("0:") and mac != "ff:ff:ff:ff:ff:ff":
+            out.add(("MAC", mac))
+    for dev in ((facts or {}).get("rdma") or {}).values():
+        for key in ("node_guid", "sys_image_guid"):
+            if dev.get(key) and dev[key].strip("0:"):
+                out.add((key, dev[key]))
+    return out
+
+
+def same_machine_problems(hosts):
+    """Two inventory names for one machine (a MAC, node GUID or sys_image_guid both report), each pair named once:
+    the machine would get two fabric addresses and two netplan drop-ins, the later overwriting the earlier."""
+    ids = dict((h, machine_ids((hosts[h] or {}).get("fabric"))) for h in sorted(hosts))
+    out = []
+    names = sorted(ids)
+    for i, first in enumerate(names):
+        for second in names[i + 1:]:
+            shared = sorted(ids[first] & ids[second])
+            if shared:
+                out.append("%s and %s are one machine (both report %s): list it once in the inventory, under one "
+                           "name - as two it would get two fabric addresses and two netplan drop-ins"
+                           % (first, second, ", ".join("%s %s" % kv for kv in shared[:3])
+                              + (" and %d more" % (len(shared) - 3) if len(shared) > 3 else "")))
+    return out
+
+
+def management_addresses(spec):
+    """[(address, where)] of one host's management side: the address Ansible connects to (ansible_host, when it is
+    an IPv4 address) and every IPv4 address of its management interfaces (the default route's, fabric_facts')."""
+    out = []
+    connection = (spec or {}).get("connection")
+    try:
+        out.append((ipaddress.IPv4Address(u"%s" % connection), "ansible_host"))
+    except ValueError:
+        pass  # a name (DNS, an SSH alias): its address is not known here
+    facts = (spec or {}).get("fabric") or {}
+    for name in sorted(facts.get("management") or {}):
+        for addr in (facts.get("addresses") or {}).get(name) or []:
+            try:
+                out.append((ipaddress.ip_interface(u"%s" % addr).ip, "management interface %s" % name))
+            except ValueError:
+                continue
+    return out
+
+
+def subnet_problems(hosts, subnet):
+    """The fabric subnet must hold no host's management address: each one inside it is named with its host (the
+    fabric's route would take the management traffic, or the same address would be on two networks)."""
+    try:
+        network = ipaddress.ip_network(u"%s" % subnet, strict=False) if subnet else None
+    except ValueError:
+        return []  # the plan names a malformed subnet
+    if network is None:
+        return []
+    out = []
+    for host in sorted(hosts):
+        for ip, where in management_addresses(hosts[host]):
+            if ip.version == network.version and ip in network:
+                out.append("%s: cluster_fabric_subnet %s holds %s, its %s: the fabric needs a subnet of its own, "
+                           "apart from the management network (for example 192.168.100.0/24 when that is free)"
+                           % (host, network, ip, where))
+    return out
+
+
 def plan(hosts, mode="static", subnet=None, mtu=9000):
     """Check the cluster's addressing and decide each host's part.
 
@@ -78,6 +148,9 @@ def plan(hosts, mode="static", subnet=None, mtu=9000):
                 errors.append("subnet %s: %s" % (subnet, exc))
     if len(hosts) < 2:
         errors.append("a cluster needs at least 2 hosts, got %s" % (", ".join(sorted(hosts)) or "none"))
+    errors += same_machine_problems(hosts)
+    if network is not None:
+        errors += subnet_problems(hosts, subnet)
     seen = {}
     wanted = {}
     ipoib = []

@@ -287,7 +287,12 @@ def plan_cluster(hosts, order, requested, data, mode="static", subnet=None, mtu=
     links and env ({host: variables over the port's own}); errors first name the topology's problems."""
     facts = dict((h, (hosts.get(h) or {}).get("fabric")) for h in order)
     chosen, errors = resolve(requested, order, facts, data)
+    # One machine under two names, a subnet holding a management address: fabric_addr.plan names them for direct
+    # and switch; here for a ring and for a cluster whose topology cannot be said (two names may be why).
+    addressing = fabric_addr.same_machine_problems(hosts) + fabric_addr.subnet_problems(
+        hosts, subnet if mode == "static" else None)
     if chosen is None:
+        errors = addressing + errors
         # A node with no link at all is told where the cable goes, as in a two-node cluster.
         errors += ["%s: %s" % (h, fabric_addr.unnamed_hint(facts[h])) for h in order
                    if facts.get(h) is not None and not fabric_ports(facts[h])]
@@ -298,6 +303,7 @@ def plan_cluster(hosts, order, requested, data, mode="static", subnet=None, mtu=
     mtu = int(mtu or spec.get("mtu") or 9000)
     links = []
     if chosen == "ring":
+        errors = addressing + errors
         if mode != "static":
             errors.append("a ring is addressed a subnet per cable (cluster_fabric_mode static), not %s" % mode)
         result = {"hosts": {}, "mtu": mtu, "errors": [], "notes": []}

@@ -17,6 +17,7 @@ __metaclass__ = type
 
 import json
 import os
+import re
 
 from ansible_collections.sparkforge.stack.plugins.module_utils.fleet import bundle
 from ansible_collections.sparkforge.stack.plugins.module_utils.packages import cxx_std
@@ -71,6 +72,24 @@ def installed_archs(system, venv):
         last = ((err or out or "").strip().splitlines() or ["no output"])[-1]
         return None, "%s -c '%s' exited %s: %s" % (python, ARCHS_READ, rc, last[:200])
     return [str(name) for name in found], None
+
+
+# The Python the venv runs (what pip matches a wheel's cpXY tag against); one call, read only.
+PYTHON_READ = "import sys; print('%d.%d' % sys.version_info[:2])"
+
+
+def venv_python_version(system, venv, python):
+    """(X.Y of the Python the venv has or will be made with, that interpreter) - the venv's own bin/python
+    when it exists, else ``python`` (pytorch_venv_python) as found on the host; (None, None) when neither runs."""
+    own = os.path.join(venv, "bin", "python") if venv else ""
+    found = own if own and os.path.exists(own) else (system.which(python) if python else None)
+    if not found:
+        return None, None
+    rc, out, _err = system.run([found, "-c", PYTHON_READ])
+    lines = (out or "").strip().splitlines()
+    if rc != 0 or not lines or not re.match(r"^\d+\.\d+$", lines[-1].strip()):
+        return None, None
+    return lines[-1].strip(), found
 
 
 class StackPlanJob(Job):
@@ -152,9 +171,11 @@ class StackPlanJob(Job):
             if (plan.get("actions") or {}).get("triton") == "install":
                 wanted["triton"] = (plan.get("triton") or {}).get("version")
             variable = (params["sources"].get("variables") or {}).get("wheelhouse") or "sparkforge_wheel_dir"
+            # pip matches the wheels' tags against the venv's Python, which may not be the one Ansible runs.
+            python_version = venv_python_version(self.system, settings.get("venv"), settings.get("venv_python"))[0]
             found += [{"check": "wheelhouse", "message": message} for message in wheel_check.wheelhouse_problems(
-                params["sources"].get("wheelhouse"), wanted, params["host"].get("python_version") or "",
-                params["host"].get("architecture") or "", variable)]
+                params["sources"].get("wheelhouse"), wanted, python_version or params["host"].get("python_version")
+                or "", params["host"].get("architecture") or "", variable, params["host"].get("glibc"))]
         if plan:
             plan["cuda_distro"] = params["sources"].get("cuda_distro") or ""
             apt_components = [c for c in ("cuda_libs", "cusparselt") if plan["actions"].get(c) == "install"]

@@ -19,6 +19,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import os
+import zlib
 
 
 def _w(path, text):
@@ -32,10 +33,33 @@ def _ln(target, link):
     os.symlink(os.path.relpath(target, os.path.dirname(link)), link)
 
 
+def machine_unit(root):
+    """A number of its own for each tree (from its path): one machine's MACs and GUIDs carry it, so two trees are two
+    machines, as the cluster's plan requires (issue 52: one machine under two names is refused)."""
+    return zlib.crc32(os.path.abspath(str(root)).encode())
+
+
+def unit_mac(mac, root):
+    """The MAC with its first three octets the tree's own (the rest, which tells the functions apart, kept)."""
+    unit = machine_unit(root) & 0xffffff
+    octets = mac.split(":")
+    return ":".join(["%02x" % (unit >> 16), "%02x" % ((unit >> 8) & 0xff), "%02x" % (unit & 0xff)] + octets[3:])
+
+
+def unit_guid(guid, root):
+    """The GUID with its first two groups the tree's own (the adapter and function groups kept)."""
+    unit = machine_unit(root)
+    return ":".join(["%04x" % (unit >> 16), "%04x" % (unit & 0xffff)] + guid.split(":")[2:])
+
+
 def add_function(root, pci, driver, netdev=None, rdma=None, up=False, speed=200000, mtu=1500, mac="3c:6d:66:00:00:01",
                  link_layer="Ethernet", rate="200 Gb/sec (2X NDR)", gids=None, pcie=("32.0 GT/s PCIe", "4"),
                  sys_image_guid=None, node_guid=None, max_pcie=None):
-    """One PCI function with an optional netdev and RDMA device (with its GUIDs when given)."""
+    """One PCI function with an optional netdev and RDMA device (with its GUIDs when given); the MAC and GUIDs
+    given are made the tree's own (unit_mac, unit_guid)."""
+    mac = unit_mac(mac, root)
+    sys_image_guid = unit_guid(sys_image_guid, root) if sys_image_guid else None
+    node_guid = unit_guid(node_guid, root) if node_guid else None
     domain = pci.split(":")[0]
     fdir = os.path.join(root, "devices", "pci%s:00" % domain, "%s:00:00.0" % domain, pci)
     os.makedirs(fdir, exist_ok=True)

@@ -95,10 +95,12 @@ def test_fabric_netplan_confirm(tmp_path):
 
 
 def test_fabric_plan_refuses_duplicates(tmp_path):
-    sysfs, proc = spark(tmp_path)
-    facts, _rc = run_module("fabric_facts", {"sysfs_root": sysfs, "proc_root": proc, "addresses": {}})
-    hosts = {"a": {"interface": "enp1s0f1np1", "address": "192.168.100.11", "fabric": facts["fabric"]},
-             "b": {"interface": "enp1s0f1np1", "address": "192.168.100.12", "fabric": facts["fabric"]}}
+    facts = {}
+    for name in ("a", "b"):  # two machines (one machine under two names is refused: test_fabric_identity.py)
+        sysfs, proc = spark(tmp_path, "sys-" + name)
+        facts[name] = run_module("fabric_facts", {"sysfs_root": sysfs, "proc_root": proc, "addresses": {}})[0]
+    hosts = {"a": {"interface": "enp1s0f1np1", "address": "192.168.100.11", "fabric": facts["a"]["fabric"]},
+             "b": {"interface": "enp1s0f1np1", "address": "192.168.100.12", "fabric": facts["b"]["fabric"]}}
     ok, rc = run_module("fabric_plan", {"hosts": hosts, "subnet": "192.168.100.0/24", "order": ["a", "b"]})
     assert rc == 0 and ok["hostfile"] == "192.168.100.11 slots=1\n192.168.100.12 slots=1\n", ok
     hosts["b"]["address"] = "192.168.100.11"
@@ -219,6 +221,27 @@ def test_cluster_fabric_refusals_change_nothing(tmp_path):
     for row in ("X02", "X04"):
         assert rows[row] in flat, (row, out[-4000:])
     assert _snapshot(tmp_path) == before
+
+
+def test_cluster_fabric_refuses_one_machine_twice_and_a_subnet_holding_a_management_address(tmp_path):
+    """Rows X15 and X16 (issue 52): host c's fabric facts are host a's (one machine, two inventory names), and host b's
+    ansible_host is inside cluster_fabric_subnet. --check and the real run: exit 2, both named, nothing changed."""
+    run, _roots = fabric_cluster(tmp_path, tmp_path / "reports", names=("a", "b", "c"))
+    inventory = tmp_path / "hosts.yml"
+    text = inventory.read_text().replace("sys-c", "sys-a")
+    text = text.replace("    b:\n", "    b:\n      ansible_host: 192.168.100.7\n")
+    inventory.write_text(text)
+    rows = {"X15": "a and c are one machine (both report MAC ",
+            "X16": "b: cluster_fabric_subnet 192.168.100.0/24 holds 192.168.100.7, its ansible_host: the fabric needs "
+                   "a subnet of its own"}
+    before = _snapshot(tmp_path)
+    for args in (("--check",), ()):
+        rc, out = run(*args)
+        assert rc == 2, out[-4000:]
+        flat = " ".join(out.split())
+        for row in ("X15", "X16"):
+            assert rows[row] in flat, (row, out[-4000:])
+        assert _snapshot(tmp_path) == before
 
 
 def test_cluster_fabric_topology_refusals_change_nothing(tmp_path):
