@@ -95,13 +95,13 @@ def test_an_adopted_file_is_kept_with_its_mode_then_rewritten_and_each_rewrite_k
     prev = tmp_path / ("sparkforge.sh" + PREV_SUFFIX)
     assert prev.read_text() == TOKEN and mode_of(prev) == 0o600, "the user's file was not kept as it was"
     assert path.read_text() == text and env_file.ownership(str(path))[0] == "ours"
-    # Ours now: no adoption needed; an unchanged text writes nothing; a changed one keeps the one it replaces.
+    # O08: ours now: no adoption needed; an unchanged text writes nothing; a changed one keeps the one it replaces.
     assert not env_file.plan_write(str(path), text)["changed"]
     newer = env_file.render({"A": "2"})
     plan = env_file.plan_write(str(path), newer)
     assert plan["before"] == text and plan["kept"] == str(prev), plan
     env_file.write(str(path), newer, plan)
-    assert prev.read_text() == text and path.read_text() == newer
+    assert prev.read_text() == text and path.read_text() == newer, "O08"
 
 
 def test_files_earlier_versions_wrote_are_sparkforges(tmp_path):
@@ -173,7 +173,7 @@ def test_whatever_the_user_has_at_a_file_path_a_write_not_adopting_it_changes_no
     except env_file.EnvFileError as exc:
         assert str(exc).startswith("runtime_env_profile_path=%s" % path) and "nothing" in str(exc), str(exc)
     else:
-        raise AssertionError("%r at the path was written over" % (thing,))
+        raise AssertionError(("O09", "%r at the path was written over" % (thing,)))
     assert problems_for(path, "file") and listing(top) == before
 
 

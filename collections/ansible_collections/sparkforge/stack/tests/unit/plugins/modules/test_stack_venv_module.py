@@ -90,9 +90,10 @@ def test_a_venv_without_the_marker_is_the_users_refused_then_adopted_keeping_its
         users_package(venv)
         before = listing(venv)
         args = {"path": str(venv), "python": PYTHON}
+        row = "O02" if pip else "O01"  # docs/bad-inputs.md
         for check in (True, False):
             refused, rc = run_module("stack_venv", args, check_mode=check)
-            assert rc != 0, refused
+            assert rc != 0, (row, refused)
             assert refused["msg"].startswith("sparkforge_venv=%s: %s is a venv sparkforge did not make" % (venv, venv))
             assert ("with pip" if pip else "without pip") in refused["msg"] and "mylib-1.0" in refused["msg"]
             assert "set sparkforge_venv_adopt: true" in refused["msg"] and "set sparkforge_venv to another path" \
@@ -125,14 +126,14 @@ def test_a_directory_that_is_not_a_venv_is_refused_and_kept_adopt_or_not(tmp_pat
     data = tmp_path / "data"
     data.mkdir()
     (data / "results.csv").write_text("1,2\n")
-    for adopt in (False, True):
+    for adopt in (False, True):  # O03: adopted or not
         try:
             _job(data, adopt=adopt).run()
         except JobError as exc:
             assert str(data) in exc.msg and "not a venv" in exc.msg and "nothing was changed" in exc.msg, exc.msg
             assert "move it away or set sparkforge_venv to another path" in exc.msg
         else:
-            raise AssertionError("a directory holding user files was taken as a venv")
+            raise AssertionError(("O03", "a directory holding user files was taken as a venv"))
     assert (data / "results.csv").read_text() == "1,2\n"
     # One a killed run of this job was making (its pending file beside it) is ours to remake.
     (data / "bin").mkdir()
