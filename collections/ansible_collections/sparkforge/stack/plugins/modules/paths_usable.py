@@ -58,10 +58,11 @@ options:
       own:
         description:
           - What at the path must be sparkforge's own - C(venv) (its completion marker in it, or an interrupted
-            making's pending file beside it) or C(file) (a file whose first line is C(# managed by sparkforge));
-            empty - not checked. Nothing there is always fine.
+            making's pending file beside it), C(file) (a file whose first line is C(# managed by sparkforge)) or
+            C(build) (a build directory, its build lock file in it; never adopted); empty - not checked. Nothing
+            there, or an empty directory, is always fine.
         type: str
-        choices: ["", venv, file]
+        choices: ["", venv, file, build]
         default: ""
       adopt:
         description: Accept a venv or file at the path that sparkforge did not make (the user said so).
@@ -127,7 +128,7 @@ def main():
                 path=dict(type="str", default=""),
                 kind=dict(type="str", choices=["dir", "file"], default="dir"),
                 protect=dict(type="bool", default=True),
-                own=dict(type="str", choices=["", "venv", "file"], default=""),
+                own=dict(type="str", choices=["", "venv", "file", "build"], default=""),
                 adopt=dict(type="bool", default=False),
                 adopt_variable=dict(type="str", default=""),
             )),

@@ -24,8 +24,27 @@ from ansible_collections.sparkforge.stack.plugins.module_utils._common.path_rule
 from ansible_collections.sparkforge.stack.plugins.module_utils.host import env_file, venv
 
 KINDS = ("dir", "file")
-# What a path holds that the run must own (or be told to adopt): "" (nothing checked), a venv, a file it writes.
-OWNS = ("", "venv", "file")
+# What a path holds that the run must own (or be told to adopt): "" (nothing checked), a venv, a file it writes,
+# a build directory.
+OWNS = ("", "venv", "file", "build")
+# A build directory is the run's when its build's lock file is in it: every build takes it first and keeps it
+# (build_common.BuildLock: the torch build's .lock, Triton's .build.lock), earlier versions' builds too.
+BUILD_SIGNS = (".lock", ".build.lock")
+
+
+def build_dir_problem(variable, path):
+    """The refusal of the directory at ``path`` where a build would clone, clean and remove what it makes (its
+    src/ and dist directories), when sparkforge did not make it: None when it is absent, empty or a build's."""
+    if not os.path.isdir(path):
+        return None
+    entries = sorted(os.listdir(path))
+    if not entries or any(sign in entries for sign in BUILD_SIGNS):
+        return None
+    return ("%s=%s is a directory sparkforge did not make (no build lock file %s in it; it holds %s): nothing was "
+            "changed; a build clones, cleans and removes what it makes there, so set %s to a new or empty "
+            "directory, or move this one away" % (variable, path, " or ".join(BUILD_SIGNS),
+                                                   ", ".join(entries[:5]) + (", ..." if len(entries) > 5 else ""),
+                                                   variable))
 
 
 def _what(path):
@@ -148,6 +167,8 @@ def ownership_problem(variable, path, own, adopt=False, adopt_variable=""):
     if not own or not path:
         return None, None
     path = os.path.normpath(path)
+    if own == "build":
+        return build_dir_problem(variable, path), None
     if own == "venv":
         state, words = venv.ownership(path)
         message = venv.refusal(variable, path, adopt, adopt_variable or venv.ADOPT_VARIABLE)
