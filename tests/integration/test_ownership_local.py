@@ -16,6 +16,7 @@ import pytest
 
 from test_check_mode_local import MINIMAL, PAIRED, TORCH, TORCH_ARCHS, add_dist, make_host, playbook, site_packages
 from test_check_mode_local import template_venv  # noqa: F401
+from helpers import REPO
 from test_result_is_the_plan import flat, git_status, set_vars
 
 TOKEN = "export HF_TOKEN=hf_user_secret_0123456789\n"
@@ -94,3 +95,32 @@ def test_a_users_venv_and_dotfile_are_refused_before_any_change_then_adopted_kee
     assert prev.read_text() == TOKEN and stat.S_IMODE(os.stat(str(prev)).st_mode) == 0o600
     assert profile.read_text().startswith("# managed by sparkforge") and "export TORCH_CUDA_ARCH_LIST" in \
         profile.read_text()
+
+
+@pytest.mark.parametrize("rows", [pytest.param(("O14",), id="O14")])
+def test_the_llvm_role_never_repoints_a_users_tool_at_an_unversioned_name(tmp_path, rows):
+    """The llvm role links clang, clang++, ld.lld and llvm-config in llvm_link_dir to the distribution's versioned
+    tools; a user's tool there (a link to their own toolchain, a script) is refused before apt runs, in check mode
+    too. Before: the link was repointed (file, state link). A link of sparkforge's (to /usr/bin/TOOL-VERSION) is
+    not refused."""
+    links = tmp_path / "bin"
+    links.mkdir()
+    os.symlink("/opt/my-llvm-20/bin/clang", str(links / "clang"))
+    (links / "llvm-config").write_text("#!/bin/sh\necho mine\n")
+    os.symlink("/usr/bin/ld.lld-18", str(links / "ld.lld"))  # an earlier run's link, another version
+    play = tmp_path / "play.yml"
+    play.write_text("- hosts: localhost\n  connection: local\n  gather_facts: false\n  roles:\n"
+                    "    - role: sparkforge.stack.llvm\n      vars:\n        llvm_version: '19'\n"
+                    "        llvm_link_dir: %s\n" % links)
+    before = listing(links)
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"), ANSIBLE_NOCOLOR="1")
+    for extra in (["--check"], []):
+        proc = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", "localhost,",
+                               str(play), "-e", "ansible_python_interpreter=" + sys.executable] + extra, cwd=REPO,
+                              env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
+                              timeout=300, check=False)
+        out = flat(proc.stdout)
+        assert proc.returncode != 0, proc.stdout[-3000:]
+        assert ("llvm_link_dir=%s: clang (a link to /opt/my-llvm-20/bin/clang), llvm-config (a file) not a link "
+                "sparkforge made" % links) in out, proc.stdout[-3000:]
+        assert "Install LLVM" not in proc.stdout and listing(links) == before
