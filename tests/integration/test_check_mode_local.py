@@ -97,8 +97,8 @@ TORCH_ONLY = ["triton", "pytorch", "torch_domains"]
 
 def make_host(root, template, source, torch=True, venv=True, components=ALL_BUT_VERIFY, gpu=GH200, more=None):
     """Inventory for localhost with its prefix under ``root``; returns a dict of paths. The venv is one sparkforge
-    made (its marker in it). With ``venv`` false the host has no venv at all (a fresh host; tests/integration/test_validate_playbook.py); ``more``:
-    further inventory variables."""
+    made (its marker in it). With ``venv`` false the host has no venv at all (a fresh host;
+    tests/integration/test_validate_playbook.py); ``more``: further inventory variables."""
     prefix = root / "prefix"
     prefix.mkdir()
     if venv:

@@ -88,8 +88,9 @@ def test_an_adopted_file_is_kept_with_its_mode_then_rewritten_and_each_rewrite_k
     assert plan["changed"] and plan["kept"] == str(path) + PREV_SUFFIX, plan
     assert "hf_secret" not in plan["before"], "the diff would show the user's token"
     notes = []
-    assert host_paths.paths_problems([{"variable": "v", "path": str(path), "kind": "file", "own": "file",
-                                       "adopt": True, "adopt_variable": "runtime_env_profile_adopt"}], notes=notes) == []
+    entry = {"variable": "v", "path": str(path), "kind": "file", "own": "file", "adopt": True,
+             "adopt_variable": "runtime_env_profile_adopt"}
+    assert host_paths.paths_problems([entry], notes=notes) == []
     assert len(notes) == 1 and "adopted (runtime_env_profile_adopt)" in notes[0] and PREV_SUFFIX in notes[0], notes
     env_file.write(str(path), text, plan)
     prev = tmp_path / ("sparkforge.sh" + PREV_SUFFIX)

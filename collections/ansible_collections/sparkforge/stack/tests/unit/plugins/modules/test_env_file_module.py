@@ -37,7 +37,8 @@ def test_a_changed_value_is_rewritten_with_its_diff(tmp_path):
     run_module("env_file", {"path": str(path), "variables": {"A": "1"}})
     result, rc = run_module("env_file", {"path": str(path), "variables": {"A": "2"}}, diff=True)
     assert rc == 0 and result["changed"], result
-    assert result["diff"]["before"] == HEADER + "\nexport A=1\n" and result["diff"]["after"] == HEADER + "\nexport A=2\n"
+    assert result["diff"]["before"] == HEADER + "\nexport A=1\n"
+    assert result["diff"]["after"] == HEADER + "\nexport A=2\n"
     assert path.read_text() == HEADER + "\nexport A=2\n"
     # The rewrite kept the version it replaced beside it.
     assert result["kept"] == str(path) + ".sparkforge-prev"
