@@ -34,6 +34,8 @@ import yaml
 import readme
 from helpers import GH200, REPO, fake_smi, setup_keeps, user_checkout, user_env
 
+from ansible_collections.sparkforge.stack.plugins.module_utils.host.venv import MARKER
+
 BIN = os.path.dirname(sys.executable)
 TORCH = "2.11.0"
 # What the manifest pairs with torch 2.11.0, and the `minimal` ML profile.
@@ -94,13 +96,16 @@ TORCH_ONLY = ["triton", "pytorch", "torch_domains"]
 
 
 def make_host(root, template, source, torch=True, venv=True, components=ALL_BUT_VERIFY, gpu=GH200, more=None):
-    """Inventory for localhost with its prefix under ``root``; returns a dict of paths. With ``venv``
-    false the host has no venv at all (a fresh host; tests/integration/test_validate_playbook.py); ``more``:
-    further inventory variables."""
+    """Inventory for localhost with its prefix under ``root``; returns a dict of paths. The venv is one sparkforge
+    made (its marker in it). With ``venv`` false the host has no venv at all (a fresh host;
+    tests/integration/test_validate_playbook.py); ``more``: further inventory variables."""
     prefix = root / "prefix"
     prefix.mkdir()
     if venv:
         subprocess.run(["cp", "-a", str(template), str(prefix / "venv")], check=True)
+        # The venv an earlier run of sparkforge made: its completion marker (a venv without it is the user's, which
+        # preflight refuses unless sparkforge_venv_adopt; tests/integration/test_ownership_local.py).
+        (prefix / "venv" / MARKER).write_text(json.dumps({"python": sys.executable}) + "\n")
         # A copied venv's scripts name the template's path; the interpreter link is what matters here.
         site = site_packages(str(prefix / "venv"))
         if torch:

@@ -97,6 +97,8 @@ def test_source_build_through_the_role_reports_build_status_and_reruns_as_noop(t
                            "setuptools", "wheel"])
     role_vars = {
         "pytorch_version": "2.12.0", "pytorch_source": "source", "pytorch_venv": str(venv),
+        # The test made the venv (no sparkforge marker): given to the role, adopted (issue 52).
+        "sparkforge_venv_adopt": True,
         "pytorch_repo": fixture_repo, "pytorch_build_dir": str(tmp_path / "build"),
         "pytorch_wheel_dir": str(tmp_path / "wheels"),
         "pytorch_features": {"cudnn": False, "nccl": False, "cusparselt": False},
@@ -144,6 +146,8 @@ def test_failed_source_build_prints_its_last_status_then_fails_with_the_modules_
                            "setuptools", "wheel"])
     role_vars = {
         "pytorch_version": "2.12.0", "pytorch_source": "source", "pytorch_venv": str(venv),
+        # The test made the venv (no sparkforge marker): given to the role, adopted (issue 52).
+        "sparkforge_venv_adopt": True,
         "pytorch_repo": fixture_repo, "pytorch_build_dir": str(tmp_path / "build"),
         "pytorch_wheel_dir": str(tmp_path / "wheels"), "pytorch_features": {"cuda": False},
         "pytorch_build_deps": "check", "pytorch_jobs": 1, "pytorch_build_poll": 1, "pytorch_build_poll_max": 2,
@@ -172,6 +176,8 @@ def test_acceptance_after_the_source_build_records_its_result_and_fails_over_bud
                            "setuptools", "wheel"])
     role_vars = {
         "pytorch_version": "2.12.0", "pytorch_source": "source", "pytorch_venv": str(venv),
+        # The test made the venv (no sparkforge marker): given to the role, adopted (issue 52).
+        "sparkforge_venv_adopt": True,
         "pytorch_repo": fixture_repo, "pytorch_build_dir": str(tmp_path / "build"),
         "pytorch_wheel_dir": str(tmp_path / "wheels"), "pytorch_features": {"cuda": False},
         "pytorch_build_deps": "check", "pytorch_jobs": 1, "pytorch_build_poll": 1, "pytorch_build_poll_max": 2,
@@ -210,6 +216,8 @@ def test_source_build_in_check_mode_reports_the_build_and_install_and_writes_not
     subprocess.check_call([sys.executable, "-m", "venv", "--without-pip", str(venv)])
     role_vars = {
         "pytorch_version": "2.12.0", "pytorch_source": "source", "pytorch_venv": str(venv),
+        # The test made the venv (no sparkforge marker): given to the role, adopted (issue 52).
+        "sparkforge_venv_adopt": True,
         "pytorch_repo": fixture_repo, "pytorch_build_dir": str(tmp_path / "build"),
         "pytorch_wheel_dir": str(tmp_path / "wheels"), "pytorch_features": {"cuda": False},
         "pytorch_build_deps": "check", "pytorch_jobs": 1, "pytorch_build_poll": 1, "pytorch_build_poll_max": 2,

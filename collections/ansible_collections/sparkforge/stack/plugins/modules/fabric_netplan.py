@@ -23,6 +23,9 @@ description:
     the apply (the playbook runs M(ansible.builtin.wait_for_connection) in between). A change that breaks the
     connection therefore undoes itself.
   - Refuses before any change when the fabric interface or a twin does not exist, or is one of O(keep_interfaces).
+  - Refuses before any change, with both states, a file at O(path) that sparkforge did not write (its first line is
+    not the one the drop-in starts with, C(# Written by sparkforge (fabric_netplan)) - another netplan file of the
+    host's). Such a file is never replaced nor removed.
   - I(state=absent) removes the drop-in and applies, with the same checks and revert.
 author:
   - sparkforge developers (@sparkforge)
@@ -198,6 +201,11 @@ def main():
         if had and not module.check_mode:
             fabric_addr.confirm(path)
         module.exit_json(changed=had, **base)
+
+    foreign = fabric_addr.foreign_drop_in(path)
+    if foreign and p["state"] != "confirmed":
+        module.fail_json(msg="cluster_fabric_netplan_path=%s: %s: nothing was changed; move it away or set "
+                         "cluster_fabric_netplan_path to another path" % (p["path"], foreign), **base)
 
     if p["state"] == "present":
         names = [p["interface"]] + p["twins"]

@@ -21,6 +21,10 @@ description:
   - Each path is resolved on the host (its symlinks followed) and refused when it leads to a system directory or
     into the collection's checkout (O(collection_dir)) - the rules the controller applies to the path as written
     (C(module_utils/_common/path_rules.py), one home for both).
+  - With O(paths[].own), whose the path is. A venv sparkforge did not make (no completion marker in it) or a file
+    it did not write (its first line not C(# managed by sparkforge)) is refused, naming what was found and the
+    choices (adopt it through O(paths[].adopt_variable), or another path), unless O(paths[].adopt); an adopted
+    one is listed in RV(found) with what the run will do to it.
   - Reads only, so check mode gives the answer the real run would meet (preflight runs it in both).
 author:
   - sparkforge developers (@sparkforge)
@@ -51,6 +55,23 @@ options:
             ansible-playbook runs in); a path a user sets is always checked.
         type: bool
         default: true
+      own:
+        description:
+          - What at the path must be sparkforge's own - C(venv) (its completion marker in it, or an interrupted
+            making's pending file beside it), C(file) (a file whose first line is C(# managed by sparkforge)) or
+            C(build) (a build directory, its build lock file in it; never adopted); empty - not checked. Nothing
+            there, or an empty directory, is always fine.
+        type: str
+        choices: ["", venv, file, build]
+        default: ""
+      adopt:
+        description: Accept a venv or file at the path that sparkforge did not make (the user said so).
+        type: bool
+        default: false
+      adopt_variable:
+        description: The variable that sets O(paths[].adopt), named in a refusal.
+        type: str
+        default: ""
   collection_dir:
     description:
       - The collection's directory on the controller; no path may lead inside it or the checkout it belongs to
@@ -67,16 +88,22 @@ attributes:
 """
 
 EXAMPLES = r"""
-- name: Refuse a venv or report path that cannot be created
+- name: Refuse a venv or report path that cannot be created, or is not sparkforge's
   sparkforge.stack.paths_usable:
     paths:
-      - {variable: sparkforge_venv, path: /opt/sparkforge/venv}
-      - {variable: runtime_env_profile_path, path: /etc/profile.d/sparkforge.sh, kind: file}
+      - {variable: sparkforge_venv, path: /opt/sparkforge/venv, own: venv, adopt_variable: sparkforge_venv_adopt}
+      - {variable: runtime_env_profile_path, path: /etc/profile.d/sparkforge.sh, kind: file, own: file,
+         adopt_variable: runtime_env_profile_adopt}
 """
 
 RETURN = r"""
 problems:
   description: One message per path that cannot be used (the module fails when there is any).
+  returned: always
+  type: list
+  elements: str
+found:
+  description: What was found at each adopted path and what the run will do to it.
   returned: always
   type: list
   elements: str
@@ -101,18 +128,22 @@ def main():
                 path=dict(type="str", default=""),
                 kind=dict(type="str", choices=["dir", "file"], default="dir"),
                 protect=dict(type="bool", default=True),
+                own=dict(type="str", choices=["", "venv", "file", "build"], default=""),
+                adopt=dict(type="bool", default=False),
+                adopt_variable=dict(type="str", default=""),
             )),
             collection_dir=dict(type="str", default=""),
         ),
         supports_check_mode=True,
     )
     entries = module.params["paths"]
-    problems = paths_problems(entries, protected_dirs(module.params["collection_dir"]))
+    found = []
+    problems = paths_problems(entries, protected_dirs(module.params["collection_dir"]), found)
     checked = [e["path"] for e in entries if e.get("path")]
     if problems:
         module.fail_json(msg="%d path(s) cannot be used; nothing was changed: %s" % (len(problems), " | ".join(problems)),
-                         problems=problems, checked=checked)
-    module.exit_json(changed=False, problems=[], checked=checked)
+                         problems=problems, checked=checked, found=found)
+    module.exit_json(changed=False, problems=[], checked=checked, found=found)
 
 
 if __name__ == "__main__":

@@ -21,6 +21,9 @@ description:
   - Taking is atomic (the record is written aside and hard-linked to O(path)), so of two runs starting together
     exactly one wins.
   - With O(state=absent), removes the lock when this run holds it; a lock of another run is left alone.
+  - A file at O(path) that is not a run lock (another text, not written by sparkforge) is never removed nor taken
+    over - the module fails naming it (its mode, owner and size, never its text). An empty one (a lock whose text a
+    power loss kept from the disk) is taken over as stale.
 author:
   - sparkforge developers (@sparkforge)
 options:

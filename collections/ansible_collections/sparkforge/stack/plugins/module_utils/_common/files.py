@@ -65,6 +65,43 @@ def atomic_write_text(path, text, mode=0o644):
     atomic_write_bytes(path, text.encode("utf-8"), mode)
 
 
+# The name beside a file that holds the version a rewrite replaced (env_file): never `*.sh`, so /etc/profile.d
+# does not source it.
+PREV_SUFFIX = ".sparkforge-prev"
+
+
+def keep_previous(path, suffix=PREV_SUFFIX):
+    """Keep the file at ``path`` as ``path + suffix`` before it is replaced (a rewrite keeps its previous
+    version): the file itself, hard-linked (its mode, owner and text as they were; the atomic replace that
+    follows gives ``path`` a new inode), or, where a link cannot be made, a copy made 0600 first and then given
+    the original's mode and owner (a file holding a token is never readable wider than before). An earlier kept
+    version is replaced. Returns the kept path."""
+    prev = path + suffix
+    # One name, not one per process: one run at a time on a host (the run lock), and a killed run's leftover is
+    # replaced by the next, never left to pile up.
+    tmp = prev + ".tmp"
+    if os.path.lexists(tmp):
+        os.unlink(tmp)
+    try:
+        os.link(path, tmp, follow_symlinks=False)
+    except OSError:
+        st = os.lstat(path)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            with os.fdopen(fd, "wb") as out, open(path, "rb") as inp:
+                shutil.copyfileobj(inp, out)
+                try:
+                    os.fchown(out.fileno(), st.st_uid, st.st_gid)
+                except OSError:
+                    pass  # not root: the copy stays this user's, 0600 at most
+                os.fchmod(out.fileno(), st.st_mode & 0o7777)
+        except BaseException:
+            os.unlink(tmp)
+            raise
+    os.replace(tmp, prev)
+    return prev
+
+
 def atomic_publish(src, dest_dir, name=None):
     """Copy ``src`` into ``dest_dir`` so that the final name appears only when whole (mode 0644).
 

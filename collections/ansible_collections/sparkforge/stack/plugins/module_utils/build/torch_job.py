@@ -48,6 +48,7 @@ from ansible_collections.sparkforge.stack.plugins.module_utils._common.job impor
 from ansible_collections.sparkforge.stack.plugins.module_utils.build import repro
 from ansible_collections.sparkforge.stack.plugins.module_utils.build import torch_build as tb
 from ansible_collections.sparkforge.stack.plugins.module_utils.build import torch_fixes
+from ansible_collections.sparkforge.stack.plugins.module_utils.host.host_paths import build_dir_problem
 
 
 def nvcc_version(system, cuda_home):
@@ -213,6 +214,10 @@ class TorchWheelJob(Job):
 
         jobs, jobs_why = tb.plan_jobs(p["jobs"])
         build_dir = p["build_dir"]
+        # Its src/ is removed or cleaned and its dist-tmp/ removed: only in a build directory of a build's.
+        why = build_dir_problem("build_dir (pytorch_build_dir)", build_dir)
+        if why:
+            raise JobError(why)
         status_path = p["status_file"] or os.path.join(build_dir, "status.json")
         log_path = p["log_file"] or os.path.join(build_dir, "build.log")
         venv_bin = os.path.dirname(p["python"])

@@ -42,6 +42,7 @@ from ansible_collections.sparkforge.stack.plugins.module_utils._common.files imp
 from ansible_collections.sparkforge.stack.plugins.module_utils.build import git_fetch
 from ansible_collections.sparkforge.stack.plugins.module_utils.build import repro
 from ansible_collections.sparkforge.stack.plugins.module_utils.build import triton_build as tb
+from ansible_collections.sparkforge.stack.plugins.module_utils.host.host_paths import build_dir_problem
 from ansible_collections.sparkforge.stack.plugins.module_utils.build.triton_build import (
     find_record,
     ptxas_identity,
@@ -279,6 +280,11 @@ class TritonLlvmJob(Job):
     def run(self, diff=False):
         """The module's result: plan and apply under the work dir's lock (none in check mode)."""
         self.want_diff = diff
+        # Its checkouts are cleaned and its dist directories removed: only in a work directory of a build's,
+        # refused before the lock file is made in it.
+        why = build_dir_problem("work_dir (triton_work_dir)", self.work_dir)
+        if why:
+            raise self.fail(why, phase="plan")
         lock = None
         if not self.check_mode:
             try:

@@ -247,6 +247,28 @@ def report_dir_problem(path, variable="cluster_fabric_report_dir"):
     return None
 
 
+# The first line of every drop-in render_netplan writes: what makes a file at the drop-in's path sparkforge's.
+DROP_IN_MARK = "# Written by sparkforge (fabric_netplan)"
+
+
+def foreign_drop_in(path):
+    """Why the file at ``path`` is not a drop-in sparkforge wrote (its first line), or None (no file, or ours).
+    Never its text."""
+    if not os.path.lexists(path):
+        return None
+    if os.path.islink(path) or not os.path.isfile(path):
+        return "%s is not a regular file sparkforge wrote" % path
+    try:
+        with open(path, "rb") as handle:
+            first = handle.readline(4096).decode("utf-8", "replace")
+    except (IOError, OSError) as exc:
+        return "%s cannot be read (%s)" % (path, exc.strerror)
+    if first.startswith(DROP_IN_MARK):
+        return None
+    return "%s is a file sparkforge did not write (its first line is not %r; %d bytes)" % (
+        path, DROP_IN_MARK, os.path.getsize(path))
+
+
 def render_netplan(entry, comment="Written by sparkforge (fabric_netplan): the fabric between the cluster's hosts."):
     """The netplan drop-in of one host: the fabric interface with its address (or IPv4 link-local),
     its twins with the same MTU and no address; DHCP off on all of them. A ring's host has an address on

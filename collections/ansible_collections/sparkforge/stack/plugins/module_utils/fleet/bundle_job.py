@@ -20,7 +20,26 @@ import sys
 
 from ansible_collections.sparkforge.stack.plugins.module_utils.fleet import bundle
 from ansible_collections.sparkforge.stack.plugins.module_utils.build import torch_build as tb
+from ansible_collections.sparkforge.stack.plugins.module_utils._common.files import atomic_write_text, makedirs
 from ansible_collections.sparkforge.stack.plugins.module_utils._common.job import Job, JobError, Plan
+
+# Beside the manifest while a run fills the directory (the manifest is written last).
+MAKING = ".sparkforge-bundle-making"
+
+
+def foreign_dest(dest):
+    """The refusal of a bundle directory sparkforge did not make: a run removes the files under its apt/,
+    cusparselt/, git/ and wheels/ that it does not list, and each wheels/<tag>/simple. None when ``dest`` is
+    absent, empty, a bundle (its manifest) or one a killed run was making (MAKING)."""
+    if not os.path.isdir(dest):
+        return None
+    entries = sorted(os.listdir(dest))
+    if not entries or bundle.MANIFEST in entries or MAKING in entries:
+        return None
+    return ("dest (sparkforge_bundle_out)=%s is a directory sparkforge did not make (no %s of a bundle in it; it holds "
+            "%s): nothing was changed; a bundle removes what it does not list under its apt/, cusparselt/, git/ and "
+            "wheels/, so give a new or empty directory" % (dest, bundle.MANIFEST, ", ".join(entries[:5])
+                                                           + (", ..." if len(entries) > 5 else "")))
 
 
 def make(p, fetch, check_mode):
@@ -135,6 +154,9 @@ class BundleJob(Job):
             raise JobError("pip_index_url %s is plain http: use https or a file:// mirror" % p["pip_index_url"])
         if os.path.exists(p["dest"]) and not os.path.isdir(p["dest"]):
             raise JobError("dest %s exists and is not a directory" % p["dest"])
+        why = foreign_dest(p["dest"])
+        if why:
+            raise JobError(why, dest=p["dest"])
         for entry in p["plans"]:
             host, plan = entry.get("host"), entry.get("plan")
             if not host or not isinstance(plan, dict) or not plan.get("target") or "sources" not in plan:
@@ -148,7 +170,13 @@ class BundleJob(Job):
                                                                     p["dest"])], None)
 
     def apply(self, plan):
-        return self.bundle()
+        # Written before anything is fetched, removed when the manifest is: a killed run's directory stays its own.
+        making = os.path.join(self.params["dest"], MAKING)
+        makedirs(self.params["dest"])
+        atomic_write_text(making, "%d\n" % os.getpid())
+        result = self.bundle()
+        os.unlink(making)
+        return result
 
     def bundle(self):
         p = self.params

@@ -8,6 +8,10 @@ parent is a file, a directory the user cannot write): each path is walked from `
 component but the last must be a directory, the path itself (when it exists) must be of its kind, and
 the directory the run writes into (the path, or its nearest existing ancestor that the run creates the
 rest under) must be writable.  Read only: the same answer in check mode as in the real run.
+
+A path the run would replace or write into is also checked for whose it is (``own``): a venv sparkforge did
+not make (host/venv.py) or a file it did not write (host/env_file.py) is refused, naming what was found and
+the choices, unless adopted; an adopted one is noted (``found``) with what the run will do to it.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -17,8 +21,30 @@ __metaclass__ = type
 import os
 
 from ansible_collections.sparkforge.stack.plugins.module_utils._common.path_rules import resolved_place_problem
+from ansible_collections.sparkforge.stack.plugins.module_utils.host import env_file, venv
 
 KINDS = ("dir", "file")
+# What a path holds that the run must own (or be told to adopt): "" (nothing checked), a venv, a file it writes,
+# a build directory.
+OWNS = ("", "venv", "file", "build")
+# A build directory is the run's when its build's lock file is in it: every build takes it first and keeps it
+# (build_common.BuildLock: the torch build's .lock, Triton's .build.lock), earlier versions' builds too.
+BUILD_SIGNS = (".lock", ".build.lock")
+
+
+def build_dir_problem(variable, path):
+    """The refusal of the directory at ``path`` where a build would clone, clean and remove what it makes (its
+    src/ and dist directories), when sparkforge did not make it: None when it is absent, empty or a build's."""
+    if not os.path.isdir(path):
+        return None
+    entries = sorted(os.listdir(path))
+    if not entries or any(sign in entries for sign in BUILD_SIGNS):
+        return None
+    return ("%s=%s is a directory sparkforge did not make (no build lock file %s in it; it holds %s): nothing was "
+            "changed; a build clones, cleans and removes what it makes there, so set %s to a new or empty "
+            "directory, or move this one away" % (variable, path, " or ".join(BUILD_SIGNS),
+                                                   ", ".join(entries[:5]) + (", ..." if len(entries) > 5 else ""),
+                                                   variable))
 
 
 def _what(path):
@@ -133,13 +159,46 @@ def path_problem(variable, path, kind="dir", protected=()):
     return None
 
 
-def paths_problems(entries, protected=()):
-    """[message] for entries [{variable, path, kind, protect}] (empty paths are not used, so not checked; an entry
-    with protect false is not held to ``protected``)."""
+def ownership_problem(variable, path, own, adopt=False, adopt_variable=""):
+    """(message or None, note or None) for the venv or file at ``path`` that the run would write (``own``): the
+    refusal of one sparkforge did not make and was not told to adopt, or, adopted, what it found and will do."""
+    if own not in OWNS:
+        raise ValueError("own must be one of %s, got %r" % (", ".join(repr(o) for o in OWNS), own))
+    if not own or not path:
+        return None, None
+    path = os.path.normpath(path)
+    if own == "build":
+        return build_dir_problem(variable, path), None
+    if own == "venv":
+        state, words = venv.ownership(path)
+        message = venv.refusal(variable, path, adopt, adopt_variable or venv.ADOPT_VARIABLE)
+        if message is None and state == "user-venv":
+            return None, ("%s=%s: %s: adopted (%s): its packages are kept, pip bootstrapped with its own "
+                          "python -m ensurepip if it has none" % (variable, path, words, adopt_variable))
+        return message, None
+    state, words = env_file.ownership(path)
+    if state != "user":
+        return None, None
+    if not adopt:
+        return env_file.refusal(variable, path, adopt_variable), None
+    return None, "%s=%s: %s: adopted (%s): kept as %s%s, then rewritten" % (
+        variable, path, words, adopt_variable, path, env_file.PREV_SUFFIX)
+
+
+def paths_problems(entries, protected=(), notes=None):
+    """[message] for entries [{variable, path, kind, protect, own, adopt, adopt_variable}] (empty paths are not
+    used, so not checked; an entry with protect false is not held to ``protected``). ``notes``, a list, gets
+    what was found at the adopted paths."""
     out = []
     for entry in entries:
-        message = path_problem(entry["variable"], entry.get("path") or "", entry.get("kind") or "dir",
+        path = entry.get("path") or ""
+        message = path_problem(entry["variable"], path, entry.get("kind") or "dir",
                                protected if entry.get("protect", True) else ())
+        if not message:
+            message, note = ownership_problem(entry["variable"], path, entry.get("own") or "",
+                                              bool(entry.get("adopt")), entry.get("adopt_variable") or "")
+            if note and notes is not None:
+                notes.append(note)
         if message:
             out.append(message)
     return out

@@ -11,7 +11,10 @@ A second run refuses, naming them.  A lock is stale, and taken over with a messa
   with its start time (``live_runs``: what the controller's lookup ``controller_run`` found), or
 * it was taken from another controller (whose processes this run cannot see) more than ``lease``
   seconds ago, by the host's clock;
-* it cannot be read as a lock (a run killed while writing it cannot leave one: see ``_create``).
+* it is empty (a lock whose text never reached the disk: the host lost power after the link).
+
+A file at the lock's path that is not a lock (any other text: a run killed while writing cannot leave one, see
+``_create``) is not sparkforge's: it is refused, naming it (never its text), and never removed.
 
 Taking it is atomic: the text is written aside and hard-linked to the lock's name (``link`` fails when
 the name exists), so of two runs starting together exactly one wins; a stale lock is first removed
@@ -26,6 +29,7 @@ __metaclass__ = type
 import errno
 import json
 import os
+import stat
 import time
 
 from ansible_collections.sparkforge.stack.plugins.module_utils._common.clock import utc_now
@@ -46,12 +50,16 @@ def read_lock(path):
         if exc.errno == errno.ENOENT:
             return None
         raise
+    if not text:
+        return {"unreadable": text}
     try:
         holder = json.loads(text)
     except ValueError:
-        return {"unreadable": text[:200]}
+        holder = None
     if not isinstance(holder, dict) or any(key not in holder for key in HOLDER_KEYS):
-        return {"unreadable": text[:200]}
+        st = os.lstat(path)
+        # The user's file: described, never quoted (it may hold a secret).
+        return {"foreign": "mode %04o, owner uid %d, %d bytes" % (stat.S_IMODE(st.st_mode), st.st_uid, st.st_size)}
     return holder
 
 
@@ -64,7 +72,7 @@ def describe(holder):
 def stale_reason(holder, owner, live_runs, lease, now):
     """Why ``holder``'s lock is stale (None: its run may still be going)."""
     if "unreadable" in holder:
-        return "the lock file is not a lock: %r" % holder["unreadable"]
+        return "the lock file is empty (its text never reached the disk)"
     if holder["controller"] == owner["controller"]:
         live = live_runs.get(str(holder["pid"]))
         if live is None:
@@ -107,6 +115,10 @@ class RunLockJob(Job):
             return Plan(["release the run lock %s" % path], dict(result, changed=True), state=dict(holder=holder))
         if ours:
             return Plan([], result)
+        if holder is not None and "foreign" in holder:
+            raise JobError("sparkforge_lock_path=%s is a file sparkforge did not make (not a run lock: %s): nothing "
+                           "was changed; move it away or set sparkforge_lock_path to another path"
+                           % (path, holder["foreign"]), path=path)
         if holder is None:
             return Plan(["take the run lock %s" % path], dict(result, changed=True), state=dict(holder=None))
         reason = stale_reason(holder, owner, self.params["live_runs"] or {}, self.params["lease"], self._now())
@@ -137,7 +149,7 @@ class RunLockJob(Job):
         if not self._create(path, dict(owner, taken_at=self._now())):
             holder = read_lock(path)
             raise JobError("another run took the lock %s first: %s; nothing changed"
-                           % (path, describe(holder) if holder and "unreadable" not in holder else "unknown"),
+                           % (path, describe(holder) if holder and "pid" in holder else "unknown"),
                            path=path, holder=holder)
         return dict(plan.result, msg=plan.changes[0])
 
@@ -171,6 +183,9 @@ class RunLockJob(Job):
         aside = "%s.taking.%d" % (path, os.getpid())
         with open(aside, "w") as handle:
             handle.write(json.dumps(record, sort_keys=True) + "\n")
+            # On the disk before the link: a lock a power loss cuts short would read as not a lock.
+            handle.flush()
+            os.fsync(handle.fileno())
         try:
             os.link(aside, path)
         except OSError as exc:

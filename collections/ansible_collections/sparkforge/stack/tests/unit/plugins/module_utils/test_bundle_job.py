@@ -90,3 +90,28 @@ def test_an_installer_that_is_not_the_pinned_one_is_not_written(tmp_path):
     with pytest.raises(JobError) as info:
         BundleJob(params(dest, [a_plan("0" * 64)]), FakeSystem(), fetch=Server({URL: DEB})).run()
     assert info.value.msg.startswith("offline bundle: %s has sha256 " % URL) and info.value.result["fetched"] == []
+
+
+def test_a_directory_of_the_users_is_refused_and_a_killed_runs_is_resumed(tmp_path):
+    """Issue 52: a bundle run removes what it does not list under wheels/ (and apt/, cusparselt/, git/); a dest that
+    holds something and no bundle manifest is the user's: refused before anything is fetched, check mode too."""
+    dest = tmp_path / "mine"
+    (dest / "wheels").mkdir(parents=True)
+    (dest / "wheels" / "mylib-1.0-py3-none-any.whl").write_bytes(b"the user's wheel")
+    sha = hashlib.sha256(DEB).hexdigest()
+    for check in (True, False):
+        server = Server({URL: DEB})
+        with pytest.raises(JobError) as info:
+            BundleJob(params(str(dest), [a_plan(sha)]), FakeSystem(), check_mode=check, fetch=server).run()
+        assert info.value.msg.startswith("dest (sparkforge_bundle_out)=%s is a directory sparkforge did not make "
+                                         "(no manifest.json of a bundle in it; it holds wheels)" % dest), info.value.msg
+        assert server.asked == [] and "nothing was changed" in info.value.msg, "O12"
+    assert sorted(os.listdir(str(dest / "wheels"))) == ["mylib-1.0-py3-none-any.whl"]
+    # A run killed while filling its directory left its marker and no manifest: the next run resumes it.
+    made = tmp_path / "bundle"
+    made.mkdir()
+    (made / ".sparkforge-bundle-making").write_text("1\n")
+    (made / "cusparselt").mkdir()
+    res = BundleJob(params(str(made), [a_plan(sha)]), FakeSystem(), fetch=Server({URL: DEB})).run()
+    assert res["changed"] and os.path.isfile(str(made / "manifest.json"))
+    assert not (made / ".sparkforge-bundle-making").exists()

@@ -93,11 +93,26 @@ def test_stale_by_lease_from_another_controller(tmp_path):
     assert read_lock(str(path))["controller"] == "ctl-a"
 
 
-def test_a_file_that_is_not_a_lock_is_taken_over(tmp_path):
+def test_a_file_that_is_not_a_lock_is_refused_and_kept_and_an_empty_one_taken_over(tmp_path):
+    """Issue 52: a file at sparkforge_lock_path that is not a lock is the user's (a run killed while writing the
+    lock cannot leave one: it is written aside, fsynced, then linked): refused, never removed or quoted. Before,
+    it was taken over as stale, its first 200 characters printed. An empty one (a power loss after the link)
+    is a lock of sparkforge's whose text never reached the disk: taken over."""
     path = tmp_path / "sparkforge.lock"
-    path.write_text("{\"pid\": 1")  # cut short
+    for text in ("{\"pid\": 1", "TOKEN=secret\n", "{}", "[1, 2]"):
+        path.write_text(text)
+        os.chmod(str(path), 0o600)
+        for check in (True, False):
+            with pytest.raises(JobError) as refused:
+                _job(path, _owner(100), check_mode=check).run()
+            msg = refused.value.msg
+            assert msg.startswith("sparkforge_lock_path=%s is a file sparkforge did not make (not a run lock: mode 0600"
+                                  % path) and "set sparkforge_lock_path to another path" in msg, msg
+            assert "secret" not in msg and "nothing was changed" in msg
+            assert path.read_text() == text, "O10"
+    path.write_text("")
     taken = _job(path, _owner(100)).run()
-    assert "not a lock" in taken["taken_over"] and json.loads(path.read_text())["pid"] == 100
+    assert "empty" in taken["taken_over"] and json.loads(path.read_text())["pid"] == 100
 
 
 def test_this_machines_processes_are_read_from_proc():

@@ -131,3 +131,22 @@ def test_a_build_python_that_does_not_run_is_refused(host_dirs):
     with pytest.raises(JobError, match="the build python .* does not run .*libpython3.12.so.1.0.*create the build "
                                        "venv first"):
         TorchWheelJob(params(host_dirs), host, check_mode=False).plan()
+
+
+def test_a_build_dir_of_the_users_is_refused_before_anything_and_one_of_a_build_planned(host_dirs):
+    """Issue 52: the build removes or cleans <build_dir>/src and removes <build_dir>/dist-tmp; a build_dir that holds
+    something and no build's lock file (.lock) is the user's: refused in the plan, check mode too, untouched."""
+    build = host_dirs["build_dir"]
+    os.makedirs(os.path.join(build, "src"))
+    with open(os.path.join(build, "src", "notes.txt"), "w") as handle:
+        handle.write("mine\n")
+    for check in (True, False):
+        with pytest.raises(JobError) as refused:
+            TorchWheelJob(params(host_dirs), a_host(host_dirs), check_mode=check).plan()
+        assert refused.value.msg.startswith("build_dir (pytorch_build_dir)=%s is a directory sparkforge did not make "
+                                            "(no build lock file .lock or .build.lock in it; it holds src)" % build)
+        assert "nothing was changed" in refused.value.msg, "O11"
+    assert sorted(os.listdir(build)) == ["src"] and os.listdir(os.path.join(build, "src")) == ["notes.txt"]
+    # A build's directory (its lock file there, as every build leaves it) is planned as before.
+    open(os.path.join(build, ".lock"), "w").close()
+    assert TorchWheelJob(params(host_dirs), a_host(host_dirs), check_mode=True).plan().changed

@@ -129,3 +129,16 @@ def test_a_failing_git_carries_its_output(host):
         TritonLlvmJob(params(host), host, check_mode=True).run()
     assert info.value.tail == "fatal: not a git repository (or any of the parent directories): .git"
     assert info.value.result["phase"] == "plan" and info.value.msg.startswith("git rev-parse HEAD failed in ")
+
+
+def test_a_work_dir_of_the_users_is_refused_before_its_lock_file_is_made(host):
+    """Issue 52: the build cleans its checkouts under work_dir/src and removes work_dir/dist/triton-<key>; a work_dir
+    holding something and no build's lock file (.build.lock) is refused before the lock file is made in it."""
+    work = host.dirs["work_dir"]
+    os.makedirs(os.path.join(work, "dist"))
+    for check in (True, False):
+        with pytest.raises(JobError) as refused:
+            TritonLlvmJob(params(host), host, check_mode=check).run()
+        assert refused.value.msg.startswith("work_dir (triton_work_dir)=%s is a directory sparkforge did not make"
+                                            % work) and "nothing was changed" in refused.value.msg, "O11"
+    assert os.listdir(work) == ["dist"], "the refused run made its lock file in the user's directory"

@@ -6,6 +6,8 @@ import subprocess
 
 from ansible_collections.sparkforge.stack.tests.unit.utils.harness import run_module
 
+from ansible_collections.sparkforge.stack.plugins.module_utils.host.env_file import HEADER
+
 
 def test_writes_once_then_changes_nothing_and_a_shell_reads_the_values_back(tmp_path):
     path = tmp_path / "env.d" / "triton.sh"
@@ -18,7 +20,8 @@ def test_writes_once_then_changes_nothing_and_a_shell_reads_the_values_back(tmp_
     assert rc == 0 and first["changed"], first
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o644
     text = path.read_text()
-    assert text.startswith("# Written by a test.\n# Second line.\n"), text
+    # The first line makes the file sparkforge's own (a later run may rewrite it); then the comment.
+    assert text.startswith(HEADER + "\n# Written by a test.\n# Second line.\n"), text
     shell = subprocess.run(["sh", "-c", '. "$1"; printf "%s|%s" "$TRITON_PTXAS_PATH" "$ODD"', "sh", str(path)],
                            stdout=subprocess.PIPE, universal_newlines=True, check=True).stdout
     assert shell == "/usr/local/cuda 13/bin/ptxas|a$b'c"
@@ -34,8 +37,12 @@ def test_a_changed_value_is_rewritten_with_its_diff(tmp_path):
     run_module("env_file", {"path": str(path), "variables": {"A": "1"}})
     result, rc = run_module("env_file", {"path": str(path), "variables": {"A": "2"}}, diff=True)
     assert rc == 0 and result["changed"], result
-    assert result["diff"]["before"] == "export A=1\n" and result["diff"]["after"] == "export A=2\n"
-    assert path.read_text() == "export A=2\n"
+    assert result["diff"]["before"] == HEADER + "\nexport A=1\n"
+    assert result["diff"]["after"] == HEADER + "\nexport A=2\n"
+    assert path.read_text() == HEADER + "\nexport A=2\n"
+    # The rewrite kept the version it replaced beside it.
+    assert result["kept"] == str(path) + ".sparkforge-prev"
+    assert (tmp_path / "triton.sh.sparkforge-prev").read_text() == HEADER + "\nexport A=1\n"
 
 
 def test_bad_input_is_refused_and_nothing_is_written(tmp_path):

@@ -83,6 +83,23 @@ def test_fabric_netplan_refuses_before_any_change(tmp_path):
     assert not path.exists()
 
 
+def test_fabric_netplan_never_replaces_nor_removes_a_netplan_file_it_did_not_write(tmp_path):
+    """Issue 52: cluster_fabric_netplan_path naming the host's own netplan file (cloud-init's): refused before any
+    change, in check mode and for state absent too; before, it was replaced (or removed) and applied."""
+    sysfs, _proc = spark(tmp_path)
+    path = tmp_path / "root" / "etc" / "netplan" / "50-cloud-init.yaml"
+    path.parent.mkdir(parents=True)
+    text = "network:\n  version: 2\n  ethernets:\n    enP7s7:\n      dhcp4: true\n"
+    path.write_text(text)
+    for state, check in (("present", True), ("present", False), ("absent", False)):
+        args = netplan_args(tmp_path, sysfs, path="/etc/netplan/50-cloud-init.yaml", state=state)
+        res, rc = run_module("fabric_netplan", args, check_mode=check)
+        assert rc != 0 and res["msg"].startswith("cluster_fabric_netplan_path=/etc/netplan/50-cloud-init.yaml: %s is a "
+                                                 "file sparkforge did not write" % path), ("O13", res)
+        assert "nothing was changed" in res["msg"] and path.read_text() == text
+    assert sorted(os.listdir(str(path.parent))) == ["50-cloud-init.yaml"]
+
+
 def test_fabric_netplan_confirm(tmp_path):
     sysfs, _proc = spark(tmp_path)
     path = tmp_path / "root" / "etc" / "netplan" / "40-sparkforge-fabric.yaml"
