@@ -125,7 +125,7 @@ options:
     description:
       - The host driver's CUDA release (C(13.0)), as C(nvidia-smi) prints it (gpu_facts' C(driver_cuda)).
         With O(ptx_isa), a GPU wheel whose only code for a target is PTX newer than this driver loads is
-        refused, naming the library and the PTX ISA. Empty: PTX is not held to the driver.
+        refused, naming the library and the PTX ISA. Empty, PTX is not held to the driver.
     type: str
     default: ""
   ptx_isa:

@@ -26,7 +26,7 @@ description:
     when every runnable arch has a count, else cubins), so a handful of extra C(sm_121a) kernels beside a
     full C(sm_120) build give C(compatible), not C(native)."
   - PTX counts as C(jit) only when the installed driver loads its ISA version (the C(.version) line of the PTX
-    text): a driver JIT-compiles PTX up to the ISA of its own CUDA release (O(ptx_isa), the manifest's
+    text). A driver JIT-compiles PTX up to the ISA of its own CUDA release (O(ptx_isa), the manifest's
     C(sparkforge_ptx_isa), maps the driver's CUDA release to that ISA). A library that runs only through PTX
     newer than that is C(unsupported), and RV(ptx_refusals) names the library and the ISA.
   - The summary verdict is the weakest verdict of the libraries that hold GPU code.
@@ -70,7 +70,7 @@ options:
     type: str
   ptx_isa:
     description:
-      - The manifest's C(sparkforge_ptx_isa) (C(releases), rows of C(cuda) and C(isa)): the newest PTX ISA
+      - The manifest's C(sparkforge_ptx_isa) (C(releases), rows of C(cuda) and C(isa)), the newest PTX ISA
         each CUDA release's driver loads.
     type: dict
 attributes:

@@ -63,7 +63,7 @@ def validate_table(table, variable="sparkforge_ptx_isa"):
     """The manifest's rows ({cuda, isa, confirmed?}) checked and sorted by CUDA release; PtxIsaError names the row."""
     releases = (table or {}).get("releases") if isinstance(table, dict) else None
     if not isinstance(releases, list) or not releases:
-        raise PtxIsaError("%s: give releases, a list of {cuda: 'X.Y', isa: 'X.Y'} rows (the manifest's cuda.yml)"
+        raise PtxIsaError("%s: give releases, a list of {cuda: 'X.Y', isa: 'X.Y'} rows (the manifest's host.yml)"
                           % variable)
     rows = []
     for index, row in enumerate(releases):
