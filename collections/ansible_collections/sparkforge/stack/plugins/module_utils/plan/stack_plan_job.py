@@ -19,7 +19,7 @@ import json
 import os
 
 from ansible_collections.sparkforge.stack.plugins.module_utils.fleet import bundle
-from ansible_collections.sparkforge.stack.plugins.module_utils.plan import sources, wheel_check
+from ansible_collections.sparkforge.stack.plugins.module_utils.plan import host_traps, sources, wheel_check
 from ansible_collections.sparkforge.stack.plugins.module_utils._common.job import Job, JobError, Plan
 from ansible_collections.sparkforge.stack.plugins.module_utils.host.platforms import cuda_distro_keys
 from ansible_collections.sparkforge.stack.plugins.module_utils.plan.preflight import (
@@ -65,6 +65,20 @@ def installed_archs(system, venv):
         last = ((err or out or "").strip().splitlines() or ["no output"])[-1]
         return None, "%s -c '%s' exited %s: %s" % (python, ARCHS_READ, rc, last[:200])
     return [str(name) for name in found], None
+
+
+def host_trap_check(spec, facts):
+    """{problems, warnings, report} of the host traps (module_utils/plan/host_traps.py); nothing when not asked."""
+    if not spec:
+        return {"problems": [], "warnings": [], "report": None}
+    try:
+        problems, warnings, report = host_traps.check(
+            spec.get("traps") or [], [g.get("name") or "" for g in facts.get("gpus") or []], spec.get("root") or "/",
+            spec.get("uses") or [], spec.get("ignore") or [])
+    except host_traps.TrapError as exc:
+        raise JobError("host_traps: %s" % exc)
+    report["warnings"] = warnings
+    return {"problems": problems, "warnings": warnings, "report": report}
 
 
 class StackPlanJob(Job):
@@ -123,6 +137,10 @@ class StackPlanJob(Job):
                 "pytorch" in (settings.get("components") or []):
             found += existing_torch_problems(settings["venv"], venv_torch_version(settings["venv"]),
                                              plan["torch"]["version"])
+        # Known-bad kernels, driver flavours and host settings (the manifest's sparkforge_host_traps), read from the
+        # files the kernel and driver write, before anything changes.
+        traps = host_trap_check(params.get("host_traps"), params["facts"])
+        found += traps["problems"]
         # A malformed proxy is named as such (a probe through it would blame each mirror instead).
         bad_proxies = sources.proxy_problems(os.environ)
         found += [{"check": "proxy", "message": message} for message in bad_proxies]
@@ -196,11 +214,12 @@ class StackPlanJob(Job):
                                         "probed" if params["probe_sources"] else
                                         "not probed: sparkforge_probe_sources is false")]
             text += ["  " + line for line in sources.table(params["host"].get("name") or "this host", plan["sources"])]
+        text += ["host trap (warning): %s" % line for line in traps["warnings"]]
         if plan and plan["source_build"] and build_problems:
             text.append("cannot build from source here (only a builder of its platform class must): %s"
                         % " | ".join(p["message"] for p in build_problems))
         result = dict(changed=False, plan=plan, problems=found, plan_text=text, ready=not found,
-                      can_build=not build_problems, build_problems=build_problems)
+                      can_build=not build_problems, build_problems=build_problems, host_traps=traps["report"])
         return Plan([], result)
 
     def apply(self, plan):
