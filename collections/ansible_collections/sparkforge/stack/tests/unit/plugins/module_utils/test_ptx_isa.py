@@ -15,6 +15,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import hashlib
+import json
 import os
 import shutil
 import stat
@@ -311,3 +312,35 @@ def test_wheel_arch_audit_module_refuses_a_bad_driver_release(tmp_path, row):
                                                  "ptx_isa": TABLE}, check_mode=True)
     assert rc != 0
     assert result["msg"] == "driver_cuda '13' is not a CUDA release: give one like 13.0 (nvidia-smi's 'CUDA Version')"
+
+
+# ---------------------------------------------------------------------- verify ------
+
+@needs_cuda
+@pytest.mark.parametrize("driver,passed", [(12080, False), (13000, True)], ids=["D04", "13.0"])
+def test_verify_holds_torch_lib_to_the_driver_torch_ran_on(built, tmp_path, driver, passed):
+    """verify's audit of torch/lib: a PTX-only library there fails the host on a driver (cuDriverGetVersion, as
+    the check script reads it) too old for its ISA, naming it; on a CUDA 13.0 driver it runs through the JIT."""
+    import sys
+    sys.path.insert(0, HERE)
+    import test_torch_verify_job as tvj  # pylint: disable=import-error,import-outside-toplevel
+
+    lib_dir = tmp_path / "site-packages" / "torch" / "lib"
+    lib_dir.mkdir(parents=True)
+    shutil.copy(os.path.join(built, "libptx90.so"), str(lib_dir / "libptx90.so"))
+    raw = dict(tvj._raw(), torch_lib_dir=str(lib_dir), driver_cuda_version=driver)
+    reports = tmp_path / "reports"
+    result, failure = tvj.VerifyJob(tvj.params(host_label="h1", ptx_isa=TABLE, venv_audit=False,
+                                               report_dir=str(reports)), tvj.Host(), False, tvj.RecordedGpu(raw)).run()
+    assert result["audit_verdict"] == ("jit" if passed else "unsupported")
+    with open(str(reports / "verify.json")) as handle:
+        audit = json.load(handle)["audit"]
+    assert audit["driver"]["driver_cuda"] == ("12.8" if driver == 12080 else "13.0")
+    with open(str(reports / "verify.md")) as handle:
+        assert "PTX held to the driver's ISA %s" % ("8.7" if driver == 12080 else "9.0") in handle.read()
+    if passed:
+        assert failure is None
+    else:
+        assert "the audit finds libraries without code for 9.0: libptx90.so; libptx90.so runs only through the " \
+               "driver's PTX JIT" in failure
+        assert "compute_90 PTX ISA 9.0 (needs a driver of CUDA 13.0 or newer)" in failure
