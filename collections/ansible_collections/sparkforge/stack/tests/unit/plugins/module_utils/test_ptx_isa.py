@@ -344,3 +344,16 @@ def test_verify_holds_torch_lib_to_the_driver_torch_ran_on(built, tmp_path, driv
         assert "the audit finds libraries without code for 9.0: libptx90.so; libptx90.so runs only through the " \
                "driver's PTX JIT" in failure
         assert "compute_90 PTX ISA 9.0 (needs a driver of CUDA 13.0 or newer)" in failure
+
+
+@pytest.mark.parametrize("row", ["D06"])
+def test_ml_packages_plan_refuses_a_bad_driver_release_and_gives_each_gpu_item_the_limit(row):
+    """D06: ml_packages' driver_cuda must be major.minor; a good one gives every GPU item the driver's PTX limit."""
+    from ansible_collections.sparkforge.stack.plugins.module_utils._common.job import JobError
+    from ansible_collections.sparkforge.stack.plugins.module_utils.packages import ml_gpu
+
+    plan = [{"name": "ptxpkg", "gpu_wheel": True, "method": "wheel"}]
+    with pytest.raises(JobError, match=r"driver_cuda '13' / ptx_isa: '13' is not a major\.minor version"):
+        ml_gpu.gpu_plan({"audit_targets": ["9.0"], "driver_cuda": "13", "ptx_isa": TABLE}, plan)
+    ml_gpu.gpu_plan({"audit_targets": ["9.0"], "driver_cuda": "12.8", "ptx_isa": TABLE}, plan)
+    assert plan[0]["ptx_limit"]["ptx_isa_max"] == "8.7" and plan[0]["audit_targets"] == ["9.0"]
