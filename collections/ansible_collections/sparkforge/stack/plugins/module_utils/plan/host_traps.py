@@ -68,7 +68,8 @@ def validate(traps, variable="sparkforge_host_traps"):
             try:
                 re.compile(row["match"])
             except re.error as exc:
-                raise TrapError("%s (%s): match %r is not a regular expression: %s" % (where, row["id"], row["match"], exc))
+                raise TrapError("%s (%s): match %r is not a regular expression: %s"
+                                % (where, row["id"], row["match"], exc))
     return traps
 
 
