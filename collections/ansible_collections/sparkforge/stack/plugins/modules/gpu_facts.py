@@ -18,6 +18,8 @@ description:
     SM name such as C(sm_121), driver version, memory in MiB or C(null) when the driver reports none,
     as on GB10's unified memory, UUID, PCI bus id), the CPU (architecture, SVE2, cores, Arm core types),
     RAM, free disk at the given paths and a platform class.
+  - "C(driver_cuda) is the driver's CUDA release as the banner of a plain C(nvidia-smi) prints it
+    (C(CUDA Version: 13.0)); the PTX audit holds PTX-only libraries to the PTX ISA it loads (C(null) when unread)."
   - The platform class of each GPU is the C(class) of the first row of O(platforms) (the manifest's
     C(sparkforge_gpu_platforms)) whose C(match) finds its product name (for example GB10 -> C(dgx_spark),
     GH200 -> C(gh200), H100/H200 -> C(hopper)); a GPU no row matches is C(generic). A host whose GPUs fall
@@ -117,6 +119,7 @@ ansible_facts:
         platform_class: dgx_spark
         platform_classes: ["dgx_spark"]
         driver_version: "580.95.05"
+        driver_cuda: "13.0"
         unified_memory: true
         nvidia_smi: /usr/bin/nvidia-smi
         gpu_error: null

@@ -132,6 +132,18 @@ options:
     type: list
     elements: str
     default: []
+  driver_cuda:
+    description:
+      - The host driver's CUDA release (C(13.0)), as C(nvidia-smi) prints it (gpu_facts' C(driver_cuda)).
+        With O(ptx_isa), a GPU wheel whose only code for a target is PTX newer than this driver loads is
+        refused, naming the library and the PTX ISA. Empty, PTX is not held to the driver.
+    type: str
+    default: ""
+  ptx_isa:
+    description:
+      - The manifest's C(sparkforge_ptx_isa) (C(releases), rows of C(cuda) and C(isa)). Without it PTX is not
+        held to the driver.
+    type: dict
   build_cpus:
     description: CPUs for GPU source builds (the job count's upper bound); default the machine's.
     type: int
@@ -295,6 +307,8 @@ ARGUMENT_SPEC = dict(
     cuda_arch_list=dict(type="str", default=""),
     audit_targets=dict(type="list", elements="str", default=[]),
     cxx_facts=dict(type="dict", default={}),
+    driver_cuda=dict(type="str", default=""),
+    ptx_isa=dict(type="dict"),
     build_cpus=dict(type="int"),
     build_memory_gib=dict(type="float"),
 )

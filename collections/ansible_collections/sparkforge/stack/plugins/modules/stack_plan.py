@@ -131,6 +131,17 @@ options:
         is a problem of check C(bundle) naming the item. The plan then carries C(bundle.overrides), the
         role variables that point each source at the host's copy.
     type: dict
+  host_traps:
+    description:
+      - Known-bad kernels, driver flavours and host settings to check before anything changes, as data. Keys
+        C(traps) (the manifest's C(sparkforge_host_traps), each row with its check, source, what to do, C(severity)
+        refuse or warn and C(confirmed)), C(root) (where the host's files are read, default C(/); a stand-in tree
+        in tests), C(uses) (C(rdma), C(containers) - where the host uses them beyond what its files show) and
+        C(ignore) (ids of refuse rows to report as warnings instead).
+      - The facts are read from the files the kernel and driver write - C(/proc/sys/kernel/osrelease),
+        C(/proc/meminfo), C(/proc/driver/nvidia/version), C(/sys/class/infiniband), C(/etc/systemd/system) -
+        under C(root). A refuse row found is a problem of check C(host_traps); a warn row a plan line.
+    type: dict
 attributes:
   check_mode:
     support: full
@@ -251,6 +262,13 @@ can_build:
       builders among these hosts; a class with none fails there with C(build_problems).
   returned: always
   type: bool
+host_traps:
+  description:
+    - The host traps checked (C(null) without O(host_traps)) - C(rows) (each C(id), C(severity), C(status) found, clear
+      or n/a, C(confirmed)), C(warnings) (the warn rows found, with source and what to do), C(kernel_release),
+      C(rdma_devices), C(container_toolkit).
+  returned: always
+  type: dict
 build_problems:
   description:
     - Why the host cannot build from source (RAM or disk under the source-build thresholds, or a C++
@@ -357,6 +375,7 @@ def main():
             probe_sources=dict(type="bool", default=True),
             probe_timeout=dict(type="int", default=5),
             bundle=dict(type="dict"),
+            host_traps=dict(type="dict"),
         ),
         mutually_exclusive=[("facts", "gather")],
         required_one_of=[("facts", "gather")],

@@ -109,6 +109,13 @@ options:
         (the manifest's C(sparkforge_venv_audit_exempt)); they are reported with it and never fail the host.
     type: dict
     default: {}
+  ptx_isa:
+    description:
+      - The manifest's C(sparkforge_ptx_isa) (C(releases), rows of C(cuda) and C(isa)). Both audits then count PTX
+        as C(jit) only where the driver torch runs on (C(cuDriverGetVersion), read by the check script) loads its ISA;
+        a library that runs only through newer PTX is C(unsupported), named with its ISA. Without it PTX is not
+        held to the driver.
+    type: dict
   smoke_matrix:
     description:
       - The ML package matrix (the manifest's C(sparkforge_ml_packages)); every entry with a C(smoke) test whose

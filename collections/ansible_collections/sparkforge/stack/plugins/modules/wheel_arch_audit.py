@@ -25,6 +25,10 @@ description:
     its capability. A library's verdict is that of the runnable SASS that carries the most code (kernels
     when every runnable arch has a count, else cubins), so a handful of extra C(sm_121a) kernels beside a
     full C(sm_120) build give C(compatible), not C(native)."
+  - PTX counts as C(jit) only when the installed driver loads its ISA version (the C(.version) line of the PTX
+    text). A driver JIT-compiles PTX up to the ISA of its own CUDA release (O(ptx_isa), the manifest's
+    C(sparkforge_ptx_isa), maps the driver's CUDA release to that ISA). A library that runs only through PTX
+    newer than that is C(unsupported), and RV(ptx_refusals) names the library and the ISA.
   - The summary verdict is the weakest verdict of the libraries that hold GPU code.
   - Reads only; never changes the host.
 author:
@@ -55,9 +59,20 @@ options:
     choices: [native, compatible, jit, any]
     default: any
   nvidia_smi:
-    description: Path or name of C(nvidia-smi), used only when O(target) is not given.
+    description: Path or name of C(nvidia-smi), used when O(target) or O(driver_cuda) is not given.
     type: str
     default: nvidia-smi
+  driver_cuda:
+    description:
+      - The installed driver's CUDA release (C(13.0)), as C(nvidia-smi) prints it (C(CUDA Version)) or
+        C(cuDriverGetVersion) returns it; when not given, read from the banner of O(nvidia_smi).
+      - Without it (no driver) or without O(ptx_isa), PTX is not held to the driver (RV(driver) says why).
+    type: str
+  ptx_isa:
+    description:
+      - The manifest's C(sparkforge_ptx_isa) (C(releases), rows of C(cuda) and C(isa)), the newest PTX ISA
+        each CUDA release's driver loads.
+    type: dict
 attributes:
   check_mode:
     description: The module only reads; check mode returns the same result.
@@ -116,6 +131,18 @@ verdict:
   returned: always
   type: str
   sample: compatible
+driver:
+  description: The driver's CUDA release and the newest PTX ISA it loads (C(ptx_isa_max), C(null) when unknown; C(note)
+    says why).
+  returned: always
+  type: dict
+  sample: {driver_cuda: "13.0", ptx_isa_max: "9.0", known: true, confirmed: true, note: null, needs: {"9.1": "13.1"}}
+ptx_refusals:
+  description: One sentence per library that runs only through PTX newer than the driver loads (its ISA, the driver
+    it needs).
+  returned: always
+  type: list
+  elements: str
 zstd_decoder:
   description: Whether Zstandard-compressed cubins could be decompressed for kernel counts.
   returned: always
@@ -177,6 +204,10 @@ libraries:
       description: The architectures that can run on the target.
       type: list
       elements: str
+    ptx_refused:
+      description: The PTX (C(arch), C(isa)) that would run on the target but whose ISA the driver does not load.
+      type: list
+      elements: dict
 """
 
 import os
@@ -189,12 +220,40 @@ from ansible_collections.sparkforge.stack.plugins.module_utils.cuda.fatbin impor
     audit,
     parse_capability,
 )
+from ansible_collections.sparkforge.stack.plugins.module_utils.cuda import ptx_isa
+from ansible_collections.sparkforge.stack.plugins.module_utils.host.host_facts import driver_cuda as smi_driver_cuda
+
+
+def smi_path(module):
+    name = module.params["nvidia_smi"]
+    return name if os.path.sep in name else module.get_bin_path(name, opt_dirs=["/usr/bin", "/usr/local/bin"])
+
+
+def driver_limit(module):
+    """What PTX the driver loads (ptx_isa.driver_limit), from the arguments or nvidia-smi's banner."""
+    params = module.params
+    cuda = params["driver_cuda"]
+    if cuda:
+        try:
+            ptx_isa.key(cuda)
+        except ptx_isa.PtxIsaError:
+            module.fail_json(msg="driver_cuda %r is not a CUDA release: give one like 13.0 (nvidia-smi's "
+                                 "'CUDA Version')" % cuda)
+    elif smi_path(module):
+        cuda = smi_driver_cuda(smi_path(module), 30)
+    if not params["ptx_isa"]:
+        return {"driver_cuda": cuda, "ptx_isa_max": None, "known": False, "confirmed": False,
+                "note": "ptx_isa (the manifest's sparkforge_ptx_isa) was not given: PTX is not checked against the "
+                        "driver"}
+    try:
+        return ptx_isa.driver_limit(cuda, params["ptx_isa"])
+    except ptx_isa.PtxIsaError as exc:
+        module.fail_json(msg="ptx_isa: %s" % exc)
 
 
 def host_capability(module):
     """The lowest compute capability of the host's GPUs, or None (no driver / no GPU)."""
-    name = module.params["nvidia_smi"]
-    path = name if os.path.sep in name else module.get_bin_path(name, opt_dirs=["/usr/bin", "/usr/local/bin"])
+    path = smi_path(module)
     if not path:
         return None
     try:
@@ -221,6 +280,8 @@ def main():
             kernels=dict(type="bool", default=True),
             require=dict(type="str", choices=["native", "compatible", "jit", "any"], default="any"),
             nvidia_smi=dict(type="str", default="nvidia-smi"),
+            driver_cuda=dict(type="str"),
+            ptx_isa=dict(type="dict"),
         ),
         supports_check_mode=True,
     )
@@ -238,20 +299,25 @@ def main():
     if params["require"] != "any" and not target:
         module.fail_json(msg="require=%s needs a target: this host reports no GPU, so give target (e.g. 12.1)"
                          % params["require"])
+    limit = driver_limit(module)
     try:
-        result = audit(params["path"], target=target, kernels=params["kernels"])
+        result = audit(params["path"], target=target, kernels=params["kernels"], ptx_isa_max=limit["ptx_isa_max"])
     except FatbinError as exc:
         module.fail_json(msg=str(exc))
     except (OSError, ValueError) as exc:
         module.fail_json(msg="cannot read %s: %s" % (params["path"], exc))
     result["target_source"] = source
+    result["driver"] = limit
+    result["ptx_refusals"] = [ptx_isa.refusal(lib["path"], lib["ptx_refused"], limit)
+                              for lib in result["libraries"] if lib.get("ptx_refused")]
     if params["require"] != "any" and result["verdict"]:
         if VERDICTS.index(result["verdict"]) > VERDICTS.index(params["require"]):
             weak = [lib["path"] for lib in result["libraries"]
                     if VERDICTS.index(lib["verdict"]) > VERDICTS.index(params["require"])]
             module.fail_json(msg="%s is %s on compute capability %s (required: %s); libraries below that: %s. "
                              "Install a build whose TORCH_CUDA_ARCH_LIST covers %s, or build from source."
-                             % (params["path"], result["verdict"], target, params["require"], ", ".join(weak), target),
+                             % (params["path"], result["verdict"], target, params["require"], ", ".join(weak), target)
+                             + "".join(" " + line for line in result["ptx_refusals"]),
                              **result)
     module.exit_json(changed=False, **result)
 

@@ -61,6 +61,7 @@ import tempfile
 import zipfile
 
 from ansible_collections.sparkforge.stack.plugins.module_utils.cuda import arch as cuda_arch
+from ansible_collections.sparkforge.stack.plugins.module_utils.cuda import ptx_isa
 
 FATBIN_MAGIC = 0xBA55ED50
 FATBIN_SECTIONS = (".nv_fatbin", "__nv_relfatbin")
@@ -338,7 +339,7 @@ def scan_elf(buf, kernels=True, decompressor=None):
             for raw in iter_entries(buf, cpos + header_size, csize):
                 entry = _describe(buf, raw)
                 entries.append(entry)
-                if not kernels or raw["kind"] != "elf":
+                if not kernels and raw["kind"] == "elf":
                     continue
                 data_len = raw["compressed_size"] if raw["compression"] else raw["payload_size"]
                 data = buf[raw["payload_offset"]:raw["payload_offset"] + data_len]
@@ -348,19 +349,30 @@ def scan_elf(buf, kernels=True, decompressor=None):
                 try:
                     if raw["compression"] == "lz4":
                         data = lz4_block_decompress(bytes(data), raw["uncompressed_size"])
-                    entry["kernels"] = count_kernels(data)
+                    _read_payload(entry, data)
                 except (FatbinError, IndexError, struct.error):
-                    entry["kernels"] = None
+                    _read_payload(entry, None)
     if pending and decompressor.zstd_available:
         outputs = decompressor.zstd_many([(data, size) for _e, data, size in pending])
-        for (entry, _data, _size), cubin in zip(pending, outputs):
+        for (entry, _data, _size), payload in zip(pending, outputs):
             try:
-                entry["kernels"] = count_kernels(cubin) if cubin else None
+                _read_payload(entry, payload)
             except (FatbinError, IndexError, struct.error):
-                entry["kernels"] = None
+                _read_payload(entry, None)
     return {"sections": [name for name, _o, _s in sections],
             "ignored_sections": [name for name, _o, _s in found if (name, _o, _s) not in sections],
             "entries": entries}
+
+
+def _read_payload(entry, data):
+    """A cubin's kernel count, or a PTX entry's ISA from its text's ``.version`` line (what the driver reads; the
+    entry header's version stays the ISA when the text cannot be read: no Zstandard decoder)."""
+    if entry["kind"] == "elf":
+        entry["kernels"] = count_kernels(data) if data else None
+        return
+    isa = ptx_isa.text_isa(bytes(data[:4096])) if data else None
+    if isa:
+        entry["ptx_isa"], entry["ptx_isa_from"] = isa, "text"
 
 
 def _describe(buf, raw):
@@ -383,8 +395,8 @@ def _describe(buf, raw):
     return {
         "kind": "ptx", "arch": arch_name("compute", raw["arch"], flags),
         "cuobjdump_name": _cuobjdump_name(raw["arch"], flags), "sm": raw["arch"],
-        "ptx_version": raw["version"], "flags": flags, "compression": raw["compression"],
-        "size": raw["uncompressed_size"],
+        "ptx_version": raw["version"], "ptx_isa": raw["version"], "ptx_isa_from": "header", "flags": flags,
+        "compression": raw["compression"], "size": raw["uncompressed_size"],
     }
 
 
@@ -409,8 +421,11 @@ def arch_level(name, target):
     return "compatible" if cuda_arch.sass_runs_on(major, minor, variant, target) else None
 
 
-def library_summary(entries, target):
-    """Summarise one library's entries for ``target`` (major, minor) or None (no verdict)."""
+def library_summary(entries, target, ptx_isa_max=None):
+    """Summarise one library's entries for ``target`` (major, minor) or None (no verdict).
+
+    ``ptx_isa_max``: the newest PTX ISA the installed driver JIT-compiles (cuda/ptx_isa.py), or None when
+    unknown; PTX newer than it does not count as coverage, and is listed in ``ptx_refused``."""
     sass = {}
     ptx = {}
     for entry in entries:
@@ -424,8 +439,8 @@ def library_summary(entries, target):
                 slot["kernels"] += entry["kernels"]
         else:
             slot.setdefault("ptx_versions", [])
-            if entry["ptx_version"] not in slot["ptx_versions"]:
-                slot["ptx_versions"].append(entry["ptx_version"])
+            if entry["ptx_isa"] not in slot["ptx_versions"]:
+                slot["ptx_versions"].append(entry["ptx_isa"])
             slot.pop("kernels", None)
     summary = {
         "has_gpu_code": bool(entries),
@@ -438,13 +453,14 @@ def library_summary(entries, target):
         "compressed_entries": sum(1 for e in entries if e["compression"]),
         "verdict": None,
         "via": [],
+        "ptx_refused": [],
     }
     if target is not None and entries:
-        summary["verdict"], summary["via"] = _verdict(sass, ptx, target)
+        summary["verdict"], summary["via"], summary["ptx_refused"] = _verdict(sass, ptx, target, ptx_isa_max)
     return summary
 
 
-def _verdict(sass, ptx, target):
+def _verdict(sass, ptx, target, ptx_isa_max=None):
     """The level of the runnable SASS that carries the most code (ties: the better level).
 
     "Most code" is the kernel count when every runnable arch has one, else the
@@ -465,11 +481,19 @@ def _verdict(sass, ptx, target):
         else:
             weight = dict((r[1], r[3]) for r in runnable)
         most = max(weight.values())
-        return min((r[0] for r in runnable if weight[r[1]] == most), key=_RANK.get), via
-    jit = [arch for arch in ptx if arch_level(arch, target)]
+        return min((r[0] for r in runnable if weight[r[1]] == most), key=_RANK.get), via, []
+    # PTX the driver JIT-compiles counts only when its ISA is one the driver loads: an arch any of
+    # whose entries (one per translation unit) is newer would fail for those kernels.
+    jit, refused = [], []
+    for arch in sorted((a for a in ptx if arch_level(a, target)), key=_arch_sort_key):
+        newest = max(ptx[arch]["ptx_versions"], key=ptx_isa.key)
+        if ptx_isa.accepts(newest, ptx_isa_max):
+            jit.append(arch)
+        else:
+            refused.append({"arch": arch, "isa": newest})
     if jit:
-        return "jit", sorted(jit, key=_arch_sort_key)
-    return "unsupported", []
+        return "jit", jit, []
+    return "unsupported", [], refused
 
 
 def _arch_sort_key(arch):
@@ -491,7 +515,7 @@ def _is_candidate(name):
     return bool(_SO_NAME.search(name))
 
 
-def audit_file(path, target=None, kernels=True, decompressor=None, display_name=None):
+def audit_file(path, target=None, kernels=True, decompressor=None, display_name=None, ptx_isa_max=None):
     """Audit one ELF file on disk; returns the library dict (``error`` set for unreadable files)."""
     result = {"path": display_name or path}
     try:
@@ -508,7 +532,7 @@ def audit_file(path, target=None, kernels=True, decompressor=None, display_name=
         return result
     result["fatbin_sections"] = scan["sections"]
     result["ignored_sections"] = scan["ignored_sections"]
-    result.update(library_summary(scan["entries"], target))
+    result.update(library_summary(scan["entries"], target, ptx_isa_max))
     return result
 
 
@@ -577,12 +601,13 @@ def describe_file(path):
     return "a text file starting %r" % first
 
 
-def audit(path, target=None, kernels=True, decompressor=None):
+def audit(path, target=None, kernels=True, decompressor=None, ptx_isa_max=None):
     """Audit a wheel, a directory tree or one ELF file.
 
     ``target`` is a capability string ('12.1', 'sm_121') or None (no verdicts).
     Returns ``{"input", "input_type", "target", "libraries": [...], "verdict"}``:
-    libraries are those with GPU code (others are counted in ``scanned``).
+    libraries are those with GPU code (others are counted in ``scanned``).  ``ptx_isa_max``: the newest
+    PTX ISA the driver loads (None: not checked), as library_summary takes it.
     """
     decompressor = decompressor or Decompressor()
     tgt = parse_capability(target) if target else None
@@ -606,7 +631,8 @@ def audit(path, target=None, kernels=True, decompressor=None):
     errors = []
     for _key, real, shown in items:
         scanned += 1
-        lib = audit_file(real, target=tgt, kernels=kernels, decompressor=decompressor, display_name=shown)
+        lib = audit_file(real, target=tgt, kernels=kernels, decompressor=decompressor, display_name=shown,
+                         ptx_isa_max=ptx_isa_max)
         if lib.get("error") and lib["error"] != "not an ELF file":
             errors.append({"path": shown, "error": lib["error"]})
         if lib.get("has_gpu_code"):
@@ -619,6 +645,7 @@ def audit(path, target=None, kernels=True, decompressor=None):
         "libraries": libraries,
         "errors": errors,
         "verdict": weakest(lib["verdict"] for lib in libraries) if tgt else None,
+        "ptx_isa_max": ptx_isa_max,
         "zstd_decoder": bool(decompressor.zstd_available),
     }
 

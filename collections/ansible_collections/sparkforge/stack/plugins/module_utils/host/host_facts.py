@@ -21,6 +21,7 @@ from ansible.module_utils.facts.system.distribution import DistributionFactColle
 from ansible.module_utils.facts.system.platform import PlatformFactCollector
 from ansible.module_utils.facts.system.python import PythonFactCollector
 from ansible_collections.sparkforge.stack.plugins.module_utils._common.files import read_meminfo
+from ansible_collections.sparkforge.stack.plugins.module_utils.cuda import ptx_isa
 from ansible_collections.sparkforge.stack.plugins.module_utils.host.host_paths import filesystem_problem
 from ansible_collections.sparkforge.stack.plugins.module_utils.host.platforms import (
     QUERY_FIELDS,
@@ -81,6 +82,17 @@ def query_gpus(module, nvidia_smi, timeout, platforms):
         return path, [], "could not read nvidia-smi output: %s" % exc
 
 
+def driver_cuda(path, timeout):
+    """The driver's CUDA release from nvidia-smi's banner ("CUDA Version: 13.0"), or None where it prints none:
+    what the PTX audit holds PTX-only libraries to (cuda/ptx_isa.py)."""
+    try:
+        proc = subprocess.run([path], check=False, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              env=dict(os.environ, LC_ALL="C"), timeout=timeout, universal_newlines=True)
+    except (subprocess.TimeoutExpired, OSError):
+        return None
+    return ptx_isa.smi_cuda(proc.stdout) if proc.returncode == 0 else None
+
+
 def sparkforge_facts(module, nvidia_smi, disk_paths, timeout, required, platforms):
     """The ``ansible_facts.sparkforge`` dict; fails the module when the GPU read is required and fails.
 
@@ -103,6 +115,7 @@ def sparkforge_facts(module, nvidia_smi, disk_paths, timeout, required, platform
         module.fail_json(msg="cannot read CPU/memory information: %s" % exc)
     facts = summarize(gpus, cpu, platform.machine(), mem, path)
     facts["gpu_error"] = error
+    facts["driver_cuda"] = driver_cuda(path, timeout) if gpus else None
     facts["disk"] = dict((p, disk_free(p)) for p in disk_paths if p)
     facts["user"] = process_user()
     return facts

@@ -27,6 +27,7 @@ import struct
 from ansible_collections.sparkforge.stack.plugins.module_utils.packages.heavy_build import HeavyBuildError, parse_arch_list
 from ansible_collections.sparkforge.stack.plugins.module_utils.cuda import arch as cuda_arch
 from ansible_collections.sparkforge.stack.plugins.module_utils.cuda import fatbin
+from ansible_collections.sparkforge.stack.plugins.module_utils.cuda import ptx_isa
 from ansible_collections.sparkforge.stack.plugins.module_utils.packages import elf_links
 
 
@@ -85,7 +86,16 @@ def compare_requested(lib, requested):
     return missing, extra
 
 
-def audit_wheel(path, targets, package, env=None, gpu_build=None, links=None):
+def _isa_max(ptx_limit):
+    return (ptx_limit or {}).get("ptx_isa_max")
+
+
+def _ptx_lines(lib, ptx_limit):
+    """The refusal sentence of a library whose only code for a target is PTX the driver does not load."""
+    return [ptx_isa.refusal(lib["path"], lib["ptx_refused"], ptx_limit)] if lib.get("ptx_refused") else []
+
+
+def audit_wheel(path, targets, package, env=None, gpu_build=None, links=None, ptx_limit=None):
     """Audit every shared object of a built wheel for each target capability.
 
     Returns {ok, libraries: [{path, sass, ptx, verdicts: {target: verdict}}], message}.
@@ -96,17 +106,20 @@ def audit_wheel(path, targets, package, env=None, gpu_build=None, links=None):
     one not asked is reported (the build ignored the list), and refused where the entry says
     the list is honoured.  With ``links`` (elf_links.HostLinks) every ELF member is held to what this
     host has: the CUDA libraries it needs by major version and the torch symbols it leaves undefined.
+    With ``ptx_limit`` (ptx_isa.driver_limit) PTX counts only where this driver loads its ISA.
     """
     if not targets:
         raise HeavyBuildError("%s: no compute capability to audit the built wheel against: the host reports no "
                               "GPU; give audit_targets (e.g. ['12.1'])" % package)
     libraries = {}
     for target in targets:
-        result = fatbin.audit(path, target=target)
+        result = fatbin.audit(path, target=target, ptx_isa_max=_isa_max(ptx_limit))
         for lib in result["libraries"]:
             entry = libraries.setdefault(lib["path"], {"path": lib["path"], "sass": lib["sass"], "ptx": lib["ptx"],
-                                                       "verdicts": {}})
+                                                       "ptx_versions": lib["ptx_versions"], "verdicts": {},
+                                                       "ptx_refused": []})
             entry["verdicts"][result["target"]] = lib["verdict"]
+            entry["ptx_refused"] += [r for r in lib["ptx_refused"] if r not in entry["ptx_refused"]]
     libs = [libraries[k] for k in sorted(libraries)]
     name = os.path.basename(path)
     if not libs:
@@ -129,8 +142,9 @@ def audit_wheel(path, targets, package, env=None, gpu_build=None, links=None):
                     lib["path"], ",".join(extra), asked, requested["variable"])
                 (bad if requested["honoured"] else notes).append(
                     line + (" (gpu_build.arch_list_honoured is true)" if requested["honoured"] else ""))
+        bad += _ptx_lines(lib, ptx_limit)
         for target, verdict in sorted(lib["verdicts"].items()):
-            if verdict == "unsupported":
+            if verdict == "unsupported" and not lib["ptx_refused"]:
                 bad.append("%s holds SASS %s, PTX %s: nothing runs on %s" % (
                     lib["path"], ",".join(lib["sass"]) or "none", ",".join(lib["ptx"]) or "none", target))
             elif verdict == "jit":
@@ -149,7 +163,7 @@ def audit_wheel(path, targets, package, env=None, gpu_build=None, links=None):
     return {"ok": True, "libraries": libs, "message": "; ".join(notes)}
 
 
-def audit_prebuilt(path, targets, package, links):
+def audit_prebuilt(path, targets, package, links, ptx_limit=None):
     """Audit a prebuilt GPU wheel (methods ``wheel``/``index``) before it is installed, per distribution as
     venv_audit does: such a wheel may ship one library per CUDA release and load the one that fits
     (bitsandbytes), so it passes when, for each target, a library that loads here has code that runs.
@@ -158,12 +172,14 @@ def audit_prebuilt(path, targets, package, links):
     Returns {ok, libraries, message}."""
     libraries = {}
     for target in targets or [None]:
-        result = fatbin.audit(path, target=target, kernels=False)
+        result = fatbin.audit(path, target=target, kernels=False, ptx_isa_max=_isa_max(ptx_limit))
         for lib in result["libraries"]:
             entry = libraries.setdefault(lib["path"], {"path": lib["path"], "sass": lib["sass"], "ptx": lib["ptx"],
-                                                       "verdicts": {}})
+                                                       "ptx_versions": lib["ptx_versions"], "verdicts": {},
+                                                       "ptx_refused": []})
             if target:
                 entry["verdicts"][result["target"]] = lib["verdict"]
+                entry["ptx_refused"] += [r for r in lib["ptx_refused"] if r not in entry["ptx_refused"]]
     problems = elf_links.audit_wheel_links(path, links)
     libs = [libraries[k] for k in sorted(libraries)]
     for lib in libs:
@@ -182,6 +198,7 @@ def audit_prebuilt(path, targets, package, links):
             bad.append("no library that loads here has code for %s (%s)" % (target, "; ".join(
                 "%s: SASS %s, PTX %s" % (lib["path"], ",".join(lib["sass"]) or "none", ",".join(lib["ptx"]) or "none")
                 for lib in loads)))
+            bad += [line for lib in loads for line in _ptx_lines(lib, ptx_limit)]
     if not targets:
         notes.append("no compute capability to audit against (this host reports no GPU): links checked only")
     if bad:
@@ -230,7 +247,7 @@ def venv_links(site_dir, rel, links):
     return elf_links.check_library(info, links, origin_dirs=elf_links.origin_dirs(full, info))
 
 
-def venv_audit(site_dir, target, exempt=None, links=None):
+def venv_audit(site_dir, target, exempt=None, links=None, ptx_limit=None):
     """Audit every shared object with GPU code under ``site_dir`` for ``target``, per distribution.
 
     A distribution carries code for the GPU when at least one of its libraries does (a package may
@@ -242,9 +259,11 @@ def venv_audit(site_dir, target, exempt=None, links=None):
     only through the driver's PTX JIT.  Kernel counts are skipped (verdicts by cubin count): the
     venv may hold gigabytes of libraries.  With ``links`` (elf_links.HostLinks) each GPU library's
     links are checked too: a torch symbol the venv's torch lacks fails its distribution; a missing
-    CUDA library fails it when none of its GPU libraries loads (as for the arch verdict).
+    CUDA library fails it when none of its GPU libraries loads (as for the arch verdict).  With ``ptx_limit``
+    (ptx_isa.driver_limit) PTX counts only where this driver loads its ISA: a distribution that would run only
+    through newer PTX fails, its library and ISA named.
     """
-    result = fatbin.audit(site_dir, target=target, kernels=False)
+    result = fatbin.audit(site_dir, target=target, kernels=False, ptx_isa_max=_isa_max(ptx_limit))
     owners = record_owners(site_dir)
     notes = []
     packages = {}
@@ -252,7 +271,8 @@ def venv_audit(site_dir, target, exempt=None, links=None):
         rel = os.path.normpath(lib["path"])
         owner = owners.get(rel) or "(no RECORD: %s)" % rel.split(os.sep)[0]
         slot = packages.setdefault(owner, {"libraries": []})
-        entry = {"path": rel, "verdict": lib["verdict"], "sass": lib["sass"], "ptx": lib["ptx"]}
+        entry = {"path": rel, "verdict": lib["verdict"], "sass": lib["sass"], "ptx": lib["ptx"],
+                 "ptx_versions": lib["ptx_versions"], "ptx_refused": lib["ptx_refused"]}
         if links is not None:
             entry["links"] = venv_links(site_dir, rel, links)
         slot["libraries"].append(entry)
@@ -283,9 +303,10 @@ def venv_audit(site_dir, target, exempt=None, links=None):
         elif best == "unsupported":
             failures.append("%s has no code for compute capability %s: %s" % (name, result["target"], "; ".join(
                 "%s (SASS %s, PTX %s)" % (lib["path"], ",".join(lib["sass"]) or "none", ",".join(lib["ptx"]) or "none")
-                for lib in slot["libraries"])))
+                for lib in slot["libraries"])) + "".join(
+                "; " + line for lib in slot["libraries"] for line in _ptx_lines(lib, ptx_limit)))
         elif best == "jit":
             notes.append("%s runs on %s only through the driver's PTX JIT" % (name, result["target"]))
     return {"target": result["target"], "verdict": fatbin.weakest(s["verdict"] for s in packages.values()),
             "packages": packages, "failures": failures, "notes": notes, "scanned": result["scanned"],
-            "errors": result["errors"]}
+            "errors": result["errors"], "driver": ptx_limit}

@@ -16,6 +16,7 @@ import time
 
 from ansible_collections.sparkforge.stack.plugins.module_utils.packages import gpu_audit
 from ansible_collections.sparkforge.stack.plugins.module_utils.cuda import fatbin
+from ansible_collections.sparkforge.stack.plugins.module_utils.cuda import ptx_isa
 from ansible_collections.sparkforge.stack.plugins.module_utils.packages import cxx_std, elf_links, heavy_build
 from ansible_collections.sparkforge.stack.plugins.module_utils.packages import ml_packages as mp
 from ansible_collections.sparkforge.stack.plugins.module_utils._common.files import makedirs
@@ -74,7 +75,8 @@ def heavy_install(pip, item, row, work, env, rebuild=False):
     wheel = os.path.join(wheel_dir, wheels[0])
     try:
         links = elf_links.HostLinks(env.get("CUDA_HOME"), elf_links.venv_site_dir(os.path.dirname(os.path.dirname(pip.python))))
-        audit = gpu_audit.audit_wheel(wheel, item["audit_targets"], item["name"], env, gb, links)
+        audit = gpu_audit.audit_wheel(wheel, item["audit_targets"], item["name"], env, gb, links,
+                                      item.get("ptx_limit"))
     except heavy_build.HeavyBuildError as exc:
         row["reason"] = str(exc)
         return False, False
@@ -125,7 +127,7 @@ def prebuilt_install(pip, item, method, version, row, work, env):
         return False, False
     wheel = os.path.join(dest, wheels[0])
     links = elf_links.HostLinks(env.get("CUDA_HOME"), elf_links.venv_site_dir(os.path.dirname(os.path.dirname(pip.python))))
-    audit = gpu_audit.audit_prebuilt(wheel, item.get("audit_targets") or [], item["name"], links)
+    audit = gpu_audit.audit_prebuilt(wheel, item.get("audit_targets") or [], item["name"], links, item.get("ptx_limit"))
     row["audit"] = {"wheel": wheels[0], "targets": item.get("audit_targets") or [], "libraries": audit["libraries"],
                     "ok": audit["ok"], "note": audit["message"] if audit["ok"] else "", "cuda_libraries": links.present}
     if not audit["ok"]:
@@ -190,10 +192,21 @@ def gpu_plan(p, plan):
             fatbin.parse_capability(target)
         except fatbin.FatbinError:
             raise JobError("audit_targets: %r is not a compute capability (give one like 12.1 or 9.0)" % target)
+    limit = None
+    if p.get("ptx_isa"):
+        # What PTX this host's driver loads: PTX-only coverage of a newer ISA is refused, not "jit".
+        try:
+            if p.get("driver_cuda"):
+                ptx_isa.key(p["driver_cuda"])
+            limit = ptx_isa.driver_limit(p.get("driver_cuda") or None, p["ptx_isa"])
+        except ptx_isa.PtxIsaError as exc:
+            raise JobError("driver_cuda %r / ptx_isa: %s (driver_cuda is nvidia-smi's 'CUDA Version', e.g. 13.0)"
+                           % (p.get("driver_cuda"), exc))
     for item in plan:
         if item.get("gpu_wheel") or item.get("gpu_build"):
             # A prebuilt GPU wheel is audited for this host's GPUs when it has any (links always).
             item["audit_targets"] = list(p["audit_targets"])
+            item["ptx_limit"] = limit
     heavy = [item for item in plan if item.get("gpu_build") and item["method"] == "source"]
     if not heavy:
         return

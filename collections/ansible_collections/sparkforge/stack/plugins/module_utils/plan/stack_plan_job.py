@@ -21,7 +21,7 @@ import re
 
 from ansible_collections.sparkforge.stack.plugins.module_utils.fleet import bundle
 from ansible_collections.sparkforge.stack.plugins.module_utils.packages import cxx_std
-from ansible_collections.sparkforge.stack.plugins.module_utils.plan import sources, wheel_check
+from ansible_collections.sparkforge.stack.plugins.module_utils.plan import host_traps, sources, wheel_check
 from ansible_collections.sparkforge.stack.plugins.module_utils._common import run_env
 from ansible_collections.sparkforge.stack.plugins.module_utils._common.job import Job, JobError, Plan
 from ansible_collections.sparkforge.stack.plugins.module_utils.host.platforms import cuda_distro_keys
@@ -92,6 +92,20 @@ def venv_python_version(system, venv, python):
     return lines[-1].strip(), found
 
 
+def host_trap_check(spec, facts):
+    """{problems, warnings, report} of the host traps (module_utils/plan/host_traps.py); nothing when not asked."""
+    if not spec:
+        return {"problems": [], "warnings": [], "report": None}
+    try:
+        problems, warnings, report = host_traps.check(
+            spec.get("traps") or [], [g.get("name") or "" for g in facts.get("gpus") or []], spec.get("root") or "/",
+            spec.get("uses") or [], spec.get("ignore") or [])
+    except host_traps.TrapError as exc:
+        raise JobError("host_traps: %s" % exc)
+    report["warnings"] = warnings
+    return {"problems": problems, "warnings": warnings, "report": report}
+
+
 class StackPlanJob(Job):
     """params: stack_plan's options, with ``facts`` and ``host`` filled (gathered by the module when
     asked); opener(url, timeout) -> None or why not, fetcher(url, timeout, limit) -> (bytes, why not)."""
@@ -159,6 +173,10 @@ class StackPlanJob(Job):
                 "pytorch" in (settings.get("components") or []):
             found += existing_torch_problems(settings["venv"], venv_torch_version(settings["venv"]),
                                              plan["torch"]["version"])
+        # Known-bad kernels, driver flavours and host settings (the manifest's sparkforge_host_traps), read from the
+        # files the kernel and driver write, before anything changes.
+        traps = host_trap_check(params.get("host_traps"), params["facts"])
+        found += traps["problems"]
         # A malformed proxy is named as such (a probe through it would blame each mirror instead).
         bad_proxies = sources.proxy_problems(os.environ)
         found += [{"check": "proxy", "message": message} for message in bad_proxies]
@@ -240,6 +258,7 @@ class StackPlanJob(Job):
                 text += ["  " + line for line in cxx_std.describe(build, build["arch_list"])]
         text += ["warning: [%s] %s (optional: it is not built, the run goes on)" % (w["check"], w["message"])
                  for w in warnings]
+        text += ["host trap (warning): %s" % line for line in traps["warnings"]]
         if plan and plan["source_build"] and build_problems:
             text.append("cannot build from source here (only a builder of its platform class must): %s"
                         % " | ".join(p["message"] for p in build_problems))
@@ -251,7 +270,7 @@ class StackPlanJob(Job):
         result = dict(changed=False, plan=plan, problems=found, plan_text=text, ready=not found,
                       build_warnings=[w["message"] for w in warnings],
                       can_build=not build_problems, build_problems=build_problems,
-                      environment_dropped=dropped)
+                      environment_dropped=dropped, host_traps=traps["report"])
         return Plan([], result)
 
     def compiler(self):

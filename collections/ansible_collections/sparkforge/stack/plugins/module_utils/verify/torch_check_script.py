@@ -630,6 +630,14 @@ def main(argv=None):
                      "uuid": ("GPU-%s" % props.uuid) if getattr(props, "uuid", None) else None,
                      "index": CFG.get("gpu_index", 0)}
     OUT["arch_list"] = torch.cuda.get_arch_list()
+    try:
+        # The driver's CUDA release (13000 = 13.0): the newest PTX ISA it JIT-compiles follows from it (ptx_isa.py).
+        import ctypes
+        version = ctypes.c_int(0)
+        OUT["driver_cuda_version"] = version.value if ctypes.CDLL("libcuda.so.1").cuDriverGetVersion(
+            ctypes.byref(version)) == 0 else None
+    except (OSError, AttributeError):
+        OUT["driver_cuda_version"] = None
     OUT["runtime"] = {"env": dict((k, os.environ.get(k)) for k in (
         "CUDA_MODULE_LOADING", "PYTORCH_CUDA_ALLOC_CONF", "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE", "TRITON_PTXAS_PATH",
         "TRITON_PTXAS_BLACKWELL_PATH", "SPARKFORGE_SDPA_DISABLE") if os.environ.get(k) is not None)}

@@ -189,7 +189,8 @@ def evaluate(raw, platforms=None, audit=None, host=None, per_gpu=None, collectiv
                         % (",".join(raw.get("arch_list", [])), device["capability"]))
     if audit and audit.get("verdict") == "unsupported":
         failures.append("the audit finds libraries without code for %s: %s" % (
-            audit.get("target"), ", ".join(l["path"] for l in audit.get("libraries", []) if l["verdict"] == "unsupported")))
+            audit.get("target"), ", ".join(l["path"] for l in audit.get("libraries", []) if l["verdict"] == "unsupported"))
+            + "".join("; " + line for line in audit.get("ptx_refusals") or []))
     failed = [c for c in raw.get("checks", []) if c.get("status") in FAILING]
     if per_gpu:
         failures += per_gpu["failures"]
@@ -292,8 +293,12 @@ def render_markdown(report):
                   "; warning: " + cov["capability_warning"] if cov.get("capability_warning") else "")]
     audit = report.get("audit")
     if audit:
-        lines.append("| audit of torch/lib for %s | %s (%d libraries with GPU code) |" % (
-            audit.get("target"), audit.get("verdict"), len(audit.get("libraries", []))))
+        driver = audit.get("driver") or {}
+        lines.append("| audit of torch/lib for %s | %s (%d libraries with GPU code; PTX held to %s)%s |" % (
+            audit.get("target"), audit.get("verdict"), len(audit.get("libraries", [])),
+            "the driver's ISA %s (CUDA %s)" % (driver["ptx_isa_max"], driver["driver_cuda"])
+            if driver.get("ptx_isa_max") else "no driver limit: %s" % (driver.get("note") or "ptx_isa not given"),
+            "".join("; " + line for line in audit.get("ptx_refusals") or [])))
     venv = report.get("venv_audit")
     if venv:
         lines.append("| audit of the venv for %s | %s (%d distributions with GPU code, %s s)%s |" % (

@@ -18,6 +18,7 @@ import time
 
 from ansible_collections.sparkforge.stack.plugins.module_utils._common.job import LocalSystem
 from ansible_collections.sparkforge.stack.plugins.module_utils.cuda import fatbin
+from ansible_collections.sparkforge.stack.plugins.module_utils.cuda import ptx_isa
 from ansible_collections.sparkforge.stack.plugins.module_utils.packages import elf_links, smoke
 from ansible_collections.sparkforge.stack.plugins.module_utils.packages import gpu_audit
 from ansible_collections.sparkforge.stack.plugins.module_utils.verify import multi_gpu
@@ -45,6 +46,7 @@ ARGUMENT_SPEC = dict(
     audit=dict(type="bool", default=True),
     venv_audit=dict(type="bool", default=True),
     venv_audit_exempt=dict(type="dict", default={}),
+    ptx_isa=dict(type="dict"),
     smoke_matrix=dict(type="dict", default={}),
     platforms=dict(type="dict", default={}),
     env=dict(type="dict", default={}),
@@ -144,14 +146,31 @@ class VerifyJob:
             raise VerifyError(str(exc))
         return raw, per_gpu, collectives, stderr
 
+    def ptx_limit(self, raw):
+        """What PTX the driver torch ran on loads (the check script's cuDriverGetVersion against ptx_isa), or None."""
+        if not self.params.get("ptx_isa"):
+            return None
+        cuda = None
+        if raw.get("driver_cuda_version"):
+            cuda = ptx_isa.driver_int_cuda(raw["driver_cuda_version"])
+        try:
+            return ptx_isa.driver_limit(cuda, self.params["ptx_isa"])
+        except ptx_isa.PtxIsaError as exc:
+            raise VerifyError("ptx_isa: %s" % exc)
+
     def audits(self, raw):
         """(torch/lib audit, venv audit) for the device, each None where it is off or nothing ran."""
         params = self.params
         ran = raw.get("status") == "ok" and raw.get("torch_lib_dir") and not self.check_mode
         audit = venv_result = None
+        limit = self.ptx_limit(raw) if ran else None
+        isa_max = (limit or {}).get("ptx_isa_max")
         if params["audit"] and ran:
             try:
-                audit = fatbin.audit(raw["torch_lib_dir"], target=raw["device"]["capability"])
+                audit = fatbin.audit(raw["torch_lib_dir"], target=raw["device"]["capability"], ptx_isa_max=isa_max)
+                audit["driver"] = limit
+                audit["ptx_refusals"] = [ptx_isa.refusal(lib["path"], lib["ptx_refused"], limit)
+                                         for lib in audit["libraries"] if lib.get("ptx_refused")]
                 for lib in audit["libraries"]:
                     lib.pop("cuobjdump_elf", None)
                     lib.pop("cuobjdump_ptx", None)
@@ -166,7 +185,7 @@ class VerifyJob:
                 # directories, the venv's torch and nvidia-* wheels.
                 links = elf_links.HostLinks((params["env"] or {}).get("CUDA_HOME"), site_dir)
                 venv_result = gpu_audit.venv_audit(site_dir, raw["device"]["capability"],
-                                                   params["venv_audit_exempt"], links)
+                                                   params["venv_audit_exempt"], links, limit)
             except (fatbin.FatbinError, OSError) as exc:
                 venv_result = {"verdict": None, "error": str(exc), "packages": {}, "failures": [],
                                "target": raw["device"]["capability"]}
