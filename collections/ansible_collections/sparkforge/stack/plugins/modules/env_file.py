@@ -96,8 +96,12 @@ found:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.sparkforge.stack.plugins.module_utils.host.env_file import (EnvFileError, plan_write, render,
-                                                                                    write)
+from ansible_collections.sparkforge.stack.plugins.module_utils.host.env_file import (
+    EnvFileError,
+    plan_write,
+    render,
+    write,
+)
 
 
 def main():

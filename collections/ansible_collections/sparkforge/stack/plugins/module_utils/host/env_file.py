@@ -21,8 +21,11 @@ import stat
 
 from ansible.module_utils.six.moves import shlex_quote
 
-from ansible_collections.sparkforge.stack.plugins.module_utils._common.files import (PREV_SUFFIX, atomic_write_text,
-                                                                                   keep_previous)
+from ansible_collections.sparkforge.stack.plugins.module_utils._common.files import (
+    PREV_SUFFIX,
+    atomic_write_text,
+    keep_previous,
+)
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # The first line of every file this module renders: what makes a file at the path sparkforge's own.

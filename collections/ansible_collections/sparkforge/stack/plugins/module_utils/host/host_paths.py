@@ -42,9 +42,9 @@ def build_dir_problem(variable, path):
         return None
     return ("%s=%s is a directory sparkforge did not make (no build lock file %s in it; it holds %s): nothing was "
             "changed; a build clones, cleans and removes what it makes there, so set %s to a new or empty "
-            "directory, or move this one away" % (variable, path, " or ".join(BUILD_SIGNS),
-                                                   ", ".join(entries[:5]) + (", ..." if len(entries) > 5 else ""),
-                                                   variable))
+            "directory, or move this one away" % (
+                variable, path, " or ".join(BUILD_SIGNS), ", ".join(entries[:5]) + (", ..." if len(entries) > 5 else ""),
+                variable))
 
 
 def _what(path):

@@ -283,8 +283,9 @@ def parse_compiler_version(text):
 
 
 def compiler_words(compiler):
-    return "none (no c++ on PATH)" if not compiler else "%s %s" % ("GCC" if compiler[0] == "gcc" else "Clang",
-                                                                    compiler[1])
+    if not compiler:
+        return "none (no c++ on PATH)"
+    return "%s %s" % ("GCC" if compiler[0] == "gcc" else "Clang", compiler[1])
 
 
 def compiler_problem(std, floors, compiler, what):
@@ -297,8 +298,8 @@ def compiler_problem(std, floors, compiler, what):
     kind, version = compiler
     if floor.get(kind) and version_tuple(version) < version_tuple(floor[kind]):
         return ("%s builds as C++%s, which needs %s (sparkforge_cxx_min_compilers); this host's c++ is %s: install a "
-                "newer one (e.g. apt install g++-%s) and make it c++" % (what, std, wanted, compiler_words(compiler),
-                                                                       floor.get("gcc", "12")))
+                "newer one (e.g. apt install g++-%s) and make it c++" % (
+                    what, std, wanted, compiler_words(compiler), floor.get("gcc", "12")))
     return None
 
 
@@ -380,8 +381,8 @@ def describe(build, arch_list=None):
         build["package"], build["release"], build["torch"], build["std"], build["std_from"], build["compiler"],
         arch_list or "-")]
     lines.append("  torch %s headers: C++%s (%s)" % (build["torch"], build["torch_std"] or "?", build["torch_source"]))
-    lines.append("  its build: %s (%s)" % ("C++%s" % build["forced"] if build["forced"] else "no -std",
-                                         build["forced_from"]))
+    forced = "C++%s" % build["forced"] if build["forced"] else "no -std"
+    lines.append("  its build: %s (%s)" % (forced, build["forced_from"]))
     lines += ["    %s" % flag for flag in build["flags"]]
     lines += ["    ignored: %s" % flag for flag in build["ignored"]]
     lines += ["  fix: %s" % fix for fix in build["fixes"]]

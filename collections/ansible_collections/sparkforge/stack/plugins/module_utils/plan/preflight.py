@@ -13,20 +13,12 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import os
 import re
 
 from ansible_collections.sparkforge.stack.plugins.module_utils.build.build_common import JobError
 from ansible_collections.sparkforge.stack.plugins.module_utils.packages import cxx_std
-# Imported from here by stack_plan_job and the tests.
-from ansible_collections.sparkforge.stack.plugins.module_utils.packages.cxx_std import (  # noqa: F401
-    parse_compiler_version,
-)
 from ansible_collections.sparkforge.stack.plugins.module_utils.packages.ml_packages import MatrixError
 from ansible_collections.sparkforge.stack.plugins.module_utils.packages.ml_packages import canonical_name
-from ansible_collections.sparkforge.stack.plugins.module_utils.packages.ml_packages import (  # noqa: F401
-    venv_torch_version,
-)
 from ansible_collections.sparkforge.stack.plugins.module_utils.packages.ml_packages import resolve as ml_resolve
 from ansible_collections.sparkforge.stack.plugins.module_utils.host.platforms import version_tuple
 from ansible_collections.sparkforge.stack.plugins.module_utils.plan import arch_plan
@@ -38,11 +30,7 @@ from ansible_collections.sparkforge.stack.plugins.module_utils.build.torch_build
 # The components, in the order the plays run them (validate holds the one list).
 from ansible_collections.sparkforge.stack.plugins.module_utils.plan.validate import COMPONENTS
 # Room and rights on the host (each growing place's file system, who runs it): plan/host_room.py.
-from ansible_collections.sparkforge.stack.plugins.module_utils.plan.host_room import (  # noqa: F401
-    disk_problems,
-    growing_places,
-    root_problems,
-)
+from ansible_collections.sparkforge.stack.plugins.module_utils.plan.host_room import disk_problems
 
 # Compute capability major from which a GPU is a Blackwell (10.x B200/GB200, 11.0 Thor, 12.x GB10/RTX 50).
 BLACKWELL_MIN_MAJOR = 10

@@ -32,13 +32,12 @@ from ansible_collections.sparkforge.stack.plugins.module_utils.plan.preflight im
     cxx_builds,
     existing_torch_problems,
     gpu_source_builds,
-    growing_places,
-    parse_compiler_version,
     problems,
     render_plan,
-    root_problems,
-    venv_torch_version,
 )
+from ansible_collections.sparkforge.stack.plugins.module_utils.plan.host_room import growing_places, root_problems
+from ansible_collections.sparkforge.stack.plugins.module_utils.packages.cxx_std import parse_compiler_version
+from ansible_collections.sparkforge.stack.plugins.module_utils.packages.ml_packages import venv_torch_version
 
 REQUIRED_CHECKS = ("min_ram_gib", "min_ram_gib_source_build", "min_disk_gib", "min_disk_gib_source_build")
 REQUIRED_MANIFEST = ("sparkforge_torch_releases", "sparkforge_torch_arch_min_version")

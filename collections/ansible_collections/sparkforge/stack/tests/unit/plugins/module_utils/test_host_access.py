@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from ansible_collections.sparkforge.stack.plugins.module_utils._common.job import LocalSystem
 from ansible_collections.sparkforge.stack.plugins.module_utils.host import host_facts
-from ansible_collections.sparkforge.stack.plugins.module_utils.plan import preflight
+from ansible_collections.sparkforge.stack.plugins.module_utils.plan import host_room, preflight
 from ansible_collections.sparkforge.stack.plugins.module_utils.plan.stack_plan_job import StackPlanJob
 
 sys.path.insert(0, os.path.dirname(__file__))
@@ -99,7 +99,7 @@ def test_the_process_user_is_the_real_one():
        actions=st.dictionaries(st.sampled_from(preflight.COMPONENTS),
                                st.sampled_from(["install", "skip", "build", "configure", "check"])))
 def test_root_is_asked_for_exactly_when_a_component_that_needs_it_acts(uid, actions):
-    found = preflight.root_problems(actions, {"uid": uid, "name": "u"}, ROOT_NEEDS, lambda: (False, "no"))
+    found = host_room.root_problems(actions, {"uid": uid, "name": "u"}, ROOT_NEEDS, lambda: (False, "no"))
     needed = [c for c, a in actions.items() if c in ROOT_NEEDS and a != "skip"]
     assert bool(found) == bool(uid != 0 and needed)
     for component in needed if found else []:
@@ -134,11 +134,11 @@ def test_a_venv_on_a_small_file_system_of_its_own_is_refused_there(tmp_path, row
     assert measured[venv]["measured_at"] == str(tmp_path / "small") and measured[venv]["device"] == 2
     places = [{"variable": "sparkforge_build_dir", "path": build, "need_gib": 20},
               {"variable": "sparkforge_venv", "path": venv, "need_gib": 10}]
-    (problem,) = preflight.disk_problems(measured, places)
+    (problem,) = host_room.disk_problems(measured, places)
     assert "4.0 GiB free at %s" % venv in problem["message"] and "sparkforge_venv" in problem["message"]
     assert "needs 10 GiB" in problem["message"]
     # Today's check would have passed: the build directory alone has room.
-    assert preflight.disk_problems(measured, places[:1]) == []
+    assert host_room.disk_problems(measured, places[:1]) == []
 
 
 @pytest.mark.parametrize("row_id", [pytest.param("E09", id="E09")])
@@ -148,7 +148,7 @@ def test_places_on_one_file_system_add_up(tmp_path, row_id):
               {"variable": "sparkforge_venv", "path": str(tmp_path / "venv"), "need_gib": 10},
               {"variable": "sparkforge_report_dir", "path": str(tmp_path / "reports"), "need_gib": 1}]
     measured = dict((p["path"], host_facts.disk_free(p["path"], statvfs, device_of)) for p in places)
-    (problem,) = preflight.disk_problems(measured, places)
+    (problem,) = host_room.disk_problems(measured, places)
     for place in places:
         assert "%s %s (%d GiB)" % (place["variable"], place["path"], place["need_gib"]) in problem["message"]
     assert "25.0 GiB free" in problem["message"] and "puts 31 GiB there" in problem["message"]
@@ -169,7 +169,7 @@ def test_the_job_measures_the_venv_where_the_plan_installs_into_it(tmp_path, row
     result = StackPlanJob(args, FakeSystem(), opener=Mirror()).run()
     assert [p for p in result["problems"] if p["check"] == "disk" and venv in p["message"]]
     # A plan that puts nothing in the venv does not measure it.
-    assert preflight.growing_places({"actions": {"cuda_libs": "install", "pytorch": "existing"}},
+    assert host_room.growing_places({"actions": {"cuda_libs": "install", "pytorch": "existing"}},
                                     args["checks"]["disk_places"], {"venv": 10}) == []
 
 
@@ -182,8 +182,8 @@ def test_a_file_system_is_refused_exactly_when_its_places_need_more_than_it_has(
         path = "/d%d/place%d" % (device, index)
         measured[path] = {"measured_at": "/d%d" % device, "free_mib": free[device] * GIB, "device": device}
         places.append({"variable": "v%d" % index, "path": path, "need_gib": need})
-    found = preflight.disk_problems(measured, places)
-    devices = [d for i, (d, _n) in enumerate(layout) if d not in [dd for dd, _ in layout[:i]]]
+    found = host_room.disk_problems(measured, places)
+    devices = [d for i, (d, _n) in enumerate(layout) if d not in [dd for dd, _unused in layout[:i]]]
     over = [d for d in devices if sum(n for dd, n in layout if dd == d) > free[d]]
     assert len(found) == len(over)
     for device, problem in zip(over, found):

@@ -162,8 +162,8 @@ def _make(path, thing):
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(thing=_things, variables=st.dictionaries(st.from_regex(r"[A-Z_][A-Z0-9_]{0,6}", fullmatch=True),
                                                 st.text("abc $'/", max_size=8), max_size=3))
-def test_whatever_the_user_has_at_a_file_path_a_write_not_adopting_it_changes_nothing(tmp_path_factory, thing,
-                                                                                       variables):
+def test_whatever_the_user_has_at_a_file_path_a_write_not_adopting_it_changes_nothing(
+        tmp_path_factory, thing, variables):
     top = tmp_path_factory.mktemp("own")
     path = top / "sparkforge.sh"
     _make(path, thing)

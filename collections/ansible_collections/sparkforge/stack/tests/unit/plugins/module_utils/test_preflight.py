@@ -300,7 +300,7 @@ def _venv_with_torch(root, version):
 
 
 def test_existing_torch_is_read_from_the_venvs_dist_info(tmp_path):
-    from ansible_collections.sparkforge.stack.plugins.module_utils.plan.preflight import venv_torch_version
+    from ansible_collections.sparkforge.stack.plugins.module_utils.packages.ml_packages import venv_torch_version
     assert venv_torch_version(_venv_with_torch(tmp_path / "v", "2.11.0+cu130")) == "2.11.0+cu130"
     assert venv_torch_version(str(tmp_path / "absent")) is None
     (tmp_path / "empty" / "lib" / "python3.12" / "site-packages").mkdir(parents=True)

@@ -77,10 +77,11 @@ def test_local_system_runs_the_venv_python_without_the_hosts_pythonpath(stray, m
 def test_a_task_blanks_a_pythonhome_that_would_stop_python_starting(stray, row_id):
     python, _elsewhere = stray
     host = dict(os.environ, PYTHONHOME="/nonexistent-python-home")
-    broken = subprocess.run([python, "-c", "pass"], env=host, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    broken = subprocess.run([python, "-c", "pass"], env=host, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            check=False)
     assert broken.returncode != 0
     fixed = subprocess.run([python, "-c", "import sys; print(sys.flags.no_user_site)"], env=dict(
-        host, **pip_env.task_environment({})), stdout=subprocess.PIPE, universal_newlines=True)
+        host, **pip_env.task_environment({})), stdout=subprocess.PIPE, universal_newlines=True, check=False)
     assert (fixed.returncode, fixed.stdout.strip()) == (0, "1")
 
 
@@ -141,8 +142,7 @@ def _tasks(items):
             continue
         yield task
         for key in ("block", "rescue", "always"):
-            for inner in _tasks(task.get(key)):
-                yield inner
+            yield from _tasks(task.get(key))
 
 
 def test_every_task_that_runs_the_venvs_python_gets_the_runs_own_environment():
