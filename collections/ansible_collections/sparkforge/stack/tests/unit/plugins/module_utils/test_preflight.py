@@ -8,6 +8,7 @@ import os
 
 import pytest
 
+from ansible_collections.sparkforge.stack.plugins.module_utils.packages import cxx_std
 from ansible_collections.sparkforge.stack.plugins.module_utils.plan import preflight as pf
 from ansible_collections.sparkforge.stack.tests.unit.utils.harness import shared_manifest
 
@@ -186,7 +187,7 @@ def test_render_plan_lists_problems():
     ("", None),
 ])
 def test_parse_compiler_version(text, expected):
-    assert pf.parse_compiler_version(text) == expected
+    assert cxx_std.parse_compiler_version(text) == expected
 
 
 def test_compiler_guard_refuses_an_old_gcc_for_a_cxx20_release_with_what_to_install():
