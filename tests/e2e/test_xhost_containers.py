@@ -149,6 +149,9 @@ def test_cluster_check_then_run(cluster):
     # --check first: the CLI's line (docs/guides/api-cli-ee.md, "Python API and CLI") as written, on the same
     # cluster as the checkout's inventory/site.yml: every host ok, nothing changed. (The guide's own --check line,
     # the same for every topology, runs as written on the switch: tests/e2e/test_xhost_topologies.py.)
+    # x1's owner already has a known_hosts of their own, 0600: the role adds its block and leaves the mode (issue 52).
+    sh(cluster, "x1", "mkdir -p -m 700 /root/.ssh && echo 'owner.example ssh-ed25519 AAAAownerkey' > "
+                      "/root/.ssh/known_hosts && chmod 600 /root/.ssh/known_hosts")
     before = snapshots(cluster)
     cli = readme.command("api-cli-ee.md", ".venv/bin/sparkforge cluster", heading="## Python API and CLI")
     assert cli.split("  #")[0].strip() == ".venv/bin/sparkforge cluster -i inventory/site.yml -g sparks --check", cli
@@ -194,6 +197,9 @@ def test_cluster_check_then_run(cluster):
         assert "stricthostkeychecking true" in text.lower() or "stricthostkeychecking yes" in text.lower(), text
     # Each peer is known by its own host key.
     rc, known = sh(cluster, "x1", "cat /root/.ssh/known_hosts")
+    assert "owner.example ssh-ed25519 AAAAownerkey" in known, known
+    rc, mode = sh(cluster, "x1", "stat -c %a /root/.ssh/known_hosts")
+    assert mode.strip() == "600", mode   # the owner's mode kept (it was forced to 0644)
     keys = set()
     for host in HOSTS:
         rc, pub = sh(cluster, host, "cut -d' ' -f2 /etc/ssh/ssh_host_ed25519_key.pub")
