@@ -4,7 +4,8 @@ Four containers from the test bed's amd64 image (molecule/shared/build-images.sh
 all (`--network none`), reached through the podman connection: a1, a2 are DGX Spark stand-ins (a fake
 nvidia-smi reporting a GB10), b1, b2 GH200 stand-ins, so two platform classes with a1 and b1 as their
 builders. Components pytorch and torch_domains, built on the builders from the fixture sources
-(tests/fixtures, mounted read-only); pip there has no index, only `wheel` beside it (/etc/pip.conf).
+(tests/fixtures, mounted read-only); pip there has no index, only `wheel` beside it (/srv/deps: the host's
+/etc/pip.conf, and pytorch_extra_env for the build, which reads no pip configuration of the host).
 The wheelhouse with its generations is on the controller (this machine).
 
 1. Generation 1: torch 2.10.0 with torchvision 0.25.0 and torchaudio 2.10.0, everywhere.
@@ -131,6 +132,9 @@ def fleet(tmp_path_factory):
             "pytorch_repo": "file://%s" % (repos / "pytorch"),
             "pytorch_features": {"cuda": False},
             "pytorch_jobs": 1,
+            # The build's own pip settings (its build requirements from /srv/deps): the host's /etc/pip.conf and
+            # PIP_* never reach the venv's pip (_common/run_env.py), the plan's variables are the one way.
+            "pytorch_extra_env": {"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": "/srv/deps"},
             "pytorch_build_poll": 1,
             "pytorch_build_poll_max": 2,
             "torch_domains_repos": {"torchvision": "file://%s" % (repos / "torchvision"),

@@ -108,6 +108,8 @@ def test_the_llvm_role_never_repoints_a_users_tool_at_an_unversioned_name(tmp_pa
     os.symlink("/opt/my-llvm-20/bin/clang", str(links / "clang"))
     (links / "llvm-config").write_text("#!/bin/sh\necho mine\n")
     os.symlink("/usr/bin/ld.lld-18", str(links / "ld.lld"))  # an earlier run's link, another version
+    # Its own link for a name with regex characters in it (molecule's triton rerun refused clang++'s).
+    os.symlink("/usr/bin/clang++-19", str(links / "clang++"))
     play = tmp_path / "play.yml"
     play.write_text("- hosts: localhost\n  connection: local\n  gather_facts: false\n  roles:\n"
                     "    - role: sparkforge.stack.llvm\n      vars:\n        llvm_version: '19'\n"

@@ -52,21 +52,45 @@ INSTEAD = {
 }
 
 
+# The names the plan itself puts into a play's environment (the offline bundle's pip index and configuration:
+# fleet/bundle.py's sparkforge_bundle_env), listed in this variable beside them: they are the run's own, not the
+# host's, and pass to the modules' commands.
+PLAN_ENV = "SPARKFORGE_PLAN_ENV"
+
+
+def plan_names(environ):
+    """The names ``environ``'s PLAN_ENV lists (comma-separated)."""
+    return set(n.strip() for n in str(environ.get(PLAN_ENV) or "").split(",") if n.strip())
+
+
 def is_host_variable(name):
     """Whether ``name`` is one of the host's variables kept from the venv's python and pip."""
     return str(name).startswith(PIP_PREFIX) or str(name) in LEAKS
 
 
+def _dropping(environ):
+    keep = plan_names(environ)
+    return [k for k in environ if is_host_variable(k) and k not in keep]
+
+
 def dropped(environ):
-    """Sorted names of ``environ`` that are removed: set, not empty, and not already sparkforge's own value."""
-    return sorted(k for k, v in environ.items() if is_host_variable(k) and v != "" and OWN.get(k) != v)
+    """Sorted names of ``environ`` that are removed: set, not empty, not the plan's own (PLAN_ENV) and not
+    already sparkforge's own value."""
+    return sorted(k for k in _dropping(environ) if environ[k] != "" and OWN.get(k) != environ[k])
+
+
+def _own(environ):
+    """sparkforge's own settings, less those the plan set itself (its PIP_CONFIG_FILE wins)."""
+    keep = plan_names(environ)
+    return dict((k, v) for k, v in OWN.items() if k not in keep)
 
 
 def child_environ(environ, extra=None):
     """(environment of one command, names dropped): ``environ`` without the host's PIP_* and LEAKS variables,
     with sparkforge's own, then the caller's ``extra`` (a plan's setting wins: it is not the host's)."""
-    env = dict((k, v) for k, v in environ.items() if not is_host_variable(k))
-    env.update(OWN)
+    gone = set(_dropping(environ))
+    env = dict((k, v) for k, v in environ.items() if k not in gone)
+    env.update(_own(environ))
     env.update(dict((str(k), "" if v is None else str(v)) for k, v in (extra or {}).items()))
     return env, dropped(environ)
 
@@ -76,9 +100,10 @@ def scrub(environ=None):
     environment but not remove them) the run's own, for every command it starts; the names dropped."""
     environ = os.environ if environ is None else environ
     gone = dropped(environ)
-    for key in [k for k in environ if is_host_variable(k)]:
+    own = _own(environ)
+    for key in _dropping(environ):
         del environ[key]
-    environ.update(OWN)
+    environ.update(own)
     return gone
 
 

@@ -52,6 +52,7 @@ from ansible_collections.sparkforge.stack.plugins.module_utils.fleet.apt_index i
 )
 from ansible_collections.sparkforge.stack.plugins.module_utils.packages.pip_env import isolated_environ
 from ansible_collections.sparkforge.stack.plugins.module_utils._common.clock import utc_now
+from ansible_collections.sparkforge.stack.plugins.module_utils._common import run_env
 
 FORMAT = 1
 MANIFEST = "manifest.json"
@@ -664,6 +665,10 @@ def overrides(rows, host_dir, target):
         for i, (key, value) in enumerate(rules):
             env["GIT_CONFIG_KEY_%d" % i] = key
             env["GIT_CONFIG_VALUE_%d" % i] = value
+    pip_names = sorted(k for k in env if run_env.is_host_variable(k))
+    if pip_names:
+        # The plan's own pip settings: the modules keep them (they drop the host's PIP_*: _common/run_env.py).
+        env[run_env.PLAN_ENV] = ",".join(pip_names)
     out["sparkforge_bundle_env"] = env
     return out
 

@@ -219,7 +219,8 @@ def test_match_points_every_source_at_the_hosts_copy():
         "PIP_CONFIG_FILE": os.devnull, "GIT_CONFIG_COUNT": "2",
         "GIT_CONFIG_KEY_0": "url.file:///opt/sparkforge/bundle/git/pybind11.git.insteadOf",
         "GIT_CONFIG_VALUE_0": "https://github.com/pybind/pybind11.git",
-        "GIT_CONFIG_KEY_1": "protocol.file.allow", "GIT_CONFIG_VALUE_1": "always"}
+        "GIT_CONFIG_KEY_1": "protocol.file.allow", "GIT_CONFIG_VALUE_1": "always",
+        "SPARKFORGE_PLAN_ENV": "PIP_CONFIG_FILE"}
     dirs, paths = bundle.host_copy(rows, TARGET)
     assert paths == ["apt/ubuntu2404/sbsa/", "git/pybind11.git/", "git/pytorch.git/", "git/vision.git/",
                      "wheels/cp312-aarch64/"]
@@ -323,7 +324,7 @@ def test_the_builds_packages_point_the_builders_pip_at_the_bundle():
     values = bundle.overrides(rows, "/b", TARGET)
     pip = {"PIP_INDEX_URL": "file:///b/wheels/cp312-aarch64/simple", "PIP_CONFIG_FILE": os.devnull}
     assert values["sparkforge_fleet_pip_env"] == pip and values["triton_pip_env"] == pip
-    assert values["sparkforge_bundle_env"] == pip
+    assert values["sparkforge_bundle_env"] == dict(pip, SPARKFORGE_PLAN_ENV="PIP_CONFIG_FILE,PIP_INDEX_URL")
     assert bundle.host_copy(rows, TARGET) == (["wheels"], ["wheels/cp312-aarch64/"])
     rows, problems = bundle.match(manifest_with([BUILD_SOURCE]), [BUILD_ROW], TARGET,
                                   dict(PLAN, torch={"source": "source", "version": "2.12.0"}))

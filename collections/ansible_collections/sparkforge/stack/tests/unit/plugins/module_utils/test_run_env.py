@@ -180,3 +180,23 @@ def test_every_module_that_runs_a_python_makes_the_environment_its_own():
                 and "run_env.scrub()" not in source:
             missing.append(name)
     assert missing == []
+
+
+def test_the_plans_own_pip_settings_in_a_plays_environment_pass_the_hosts_do_not():
+    """The offline bundle puts its pip index and configuration into the build and install plays' environment
+    (sparkforge_bundle_env) and lists them in SPARKFORGE_PLAN_ENV: a module keeps those, and still drops every
+    other PIP_* and the PYTHON* leaks of the host (the bundle's offline torch build found no pip index when
+    they were dropped too)."""
+    host = {"PIP_INDEX_URL": "file:///b/wheels/simple", "PIP_CONFIG_FILE": "/dev/null", "PIP_FIND_LINKS": "/home/u",
+            "PYTHONPATH": "/home/u/torch", "PATH": "/bin", run_env.PLAN_ENV: "PIP_INDEX_URL,PIP_CONFIG_FILE"}
+    env, gone = run_env.child_environ(host)
+    assert env["PIP_INDEX_URL"] == "file:///b/wheels/simple" and env["PIP_CONFIG_FILE"] == "/dev/null"
+    assert "PIP_FIND_LINKS" not in env and "PYTHONPATH" not in env and env["PYTHONNOUSERSITE"] == "1"
+    assert gone == ["PIP_FIND_LINKS", "PYTHONPATH"]
+    module = dict(host)
+    assert run_env.scrub(module) == gone
+    assert module == env
+    # Without the list, the same variables are the host's and go.
+    bare = dict(host)
+    del bare[run_env.PLAN_ENV]
+    assert "PIP_INDEX_URL" not in run_env.child_environ(bare)[0]
