@@ -308,7 +308,7 @@ def test_generations_gate_rollback_and_status(fleet):
     assert proc.returncode == 2, proc.stdout[-8000:]
     assert (s2["a1"]["state"], s2["a1"]["generation"], s2["a1"]["how"]) == (
         "provisioned", 2, "upgrade from generation 1")
-    assert (s2["a2"]["state"], s2["a2"]["generation"]) == ("provisioned", 2)
+    assert (s2["a2"]["state"], s2["a2"]["generation"]) == ("provisioned", 2), s2["a2"]
     assert (s2["b1"]["state"], s2["b1"]["generation"]) == ("rolled_back", 1)
     assert "torchvision does not import: ImportError: %s" % BROKEN in s2["b1"]["error"]
     assert s2["b1"]["error"].endswith("rolled back to generation 1")

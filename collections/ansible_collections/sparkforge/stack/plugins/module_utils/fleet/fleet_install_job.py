@@ -19,6 +19,7 @@ import os
 
 from ansible_collections.sparkforge.stack.plugins.module_utils.fleet import fleet_wheels as fw
 from ansible_collections.sparkforge.stack.plugins.module_utils.fleet import generations as gen
+from ansible_collections.sparkforge.stack.plugins.module_utils.host.venv import VenvJob
 from ansible_collections.sparkforge.stack.plugins.module_utils._common.job import Job, JobError, Plan, output_tail
 from ansible_collections.sparkforge.stack.plugins.module_utils.packages.pip_env import CONFIG_OFF
 from ansible_collections.sparkforge.stack.plugins.module_utils._common.clock import utc_now
@@ -121,10 +122,9 @@ class FleetWheelInstallJob(Job):
                                                                  after))
         python = os.path.join(p["venv"], "bin", "python")
         if not os.path.exists(python):
-            rc, out, err = self.system.run([p["python"], "-m", "venv", p["venv"]])
-            if rc != 0:
-                raise JobError("could not create the venv %s: %s" % (p["venv"], (err or out).strip()),
-                               tail=output_tail(out, err))
+            # Made as the stack venv is made (host/venv.py: pending file, then the completion marker), so that the
+            # next run knows it as sparkforge's own and preflight does not refuse it as the user's (issue 52).
+            VenvJob(dict(path=p["venv"], python=p["python"]), self.system, False).run()
         if todo:
             rc, out, err = self.system.run(fw.install_argv(python, p["wheel_dir"], todo, p["pip_extra_args"]),
                                            dict(CONFIG_OFF))

@@ -101,3 +101,28 @@ def test_a_bad_generation_is_refused_first(host):
     with pytest.raises(JobError, match="generation needs lineage, class and number"):
         FleetWheelInstallJob(params(host, generation={"lineage": "L1", "number": "x"}), FakeSystem()).plan()
     assert os.listdir(host["wheel_dir"]) == [WHEEL]  # not even the hash cache written
+
+
+def test_a_venv_it_makes_is_marked_as_sparkforges_so_the_next_run_takes_it_as_its_own(host, tmp_path):
+    """A fleet member's first install makes the venv (no torch role ran there): it is made as the stack venv is,
+    with the completion marker, so the next run's preflight knows it as sparkforge's, not the user's (the rollout's
+    generation 2 refused every member's venv: issue 52's ownership)."""
+    from ansible_collections.sparkforge.stack.plugins.module_utils.host import venv as stack_venv
+    fresh = str(tmp_path / "fresh-venv")
+    python = os.path.join(fresh, "bin", "python")
+
+    def make_venv(argv):
+        assert argv[1:] == ["-m", "venv", fresh]
+        os.makedirs(os.path.dirname(python))
+        open(python, "w").close()
+        return 0, "", ""
+
+    def venv_python(argv):
+        return (0, "", "") if argv[1:] == ["-c", "import pip"] else pip_answers()(argv)
+    system = FakeSystem(commands={"python3": make_venv, python: venv_python})
+    FleetWheelInstallJob(params(host, venv=fresh, generation={"lineage": "L1", "class": "spark", "number": 1}),
+                         system).run()
+    assert os.path.exists(os.path.join(fresh, stack_venv.MARKER))
+    assert not os.path.exists(stack_venv.pending_path(fresh))
+    assert stack_venv.VenvJob(dict(path=fresh, python="python3"), FakeSystem(commands={python: venv_python}),
+                              True).run()["changed"] is False
