@@ -198,6 +198,17 @@ def test_write_keeps_the_layout_and_gives_data_the_manifest_accepts(index_root, 
                           universal_newlines=True, timeout=300, check=False)
     assert proc.returncode == 0, proc.stdout
     assert "releases 2.9.0,2.14.0,2.16.0" in proc.stdout
+    # Without the written triton.yml the manifest's Triton releases lack the two new pairings: the role's
+    # assertion names each release and its Triton, and the play stops.
+    play.write_text(play.read_text().replace(", %s]" % (manifest_dir / "triton.yml"), "]"))
+    proc = subprocess.run([os.path.join(BIN, "ansible-playbook"), "-i", "localhost,", "-c", "local", str(play)],
+                          cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          universal_newlines=True, timeout=300, check=False)
+    assert proc.returncode == 2, proc.stdout
+    for release, triton in (("2.14.0", "3.8.1"), ("2.16.0", "3.10.1")):
+        assert "sparkforge_torch_releases[%s] pairs with Triton %s, which is not in" % (release, triton) \
+            in proc.stdout.replace("\n", " ").replace("  ", " "), proc.stdout
+    assert "sparkforge_torch_releases[2.9.0]" not in proc.stdout
 
 
 def test_unreachable_index_is_an_error_naming_the_url(manifest_dir):
