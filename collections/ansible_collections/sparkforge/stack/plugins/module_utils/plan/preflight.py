@@ -276,6 +276,7 @@ def build_plan(facts, config, manifest, steps=None):
 
 
 def step_components(so_far):
+    """The components asked for (sparkforge_components; none: all), each a known one."""
     enabled = so_far["enabled"] = so_far["config"].get("components") or list(COMPONENTS)
     unknown = [c for c in enabled if c not in COMPONENTS]
     if unknown:
@@ -291,6 +292,7 @@ def step_torch_source(so_far):
 
 
 def step_torch_version(so_far):
+    """The torch release: the requested one, checked, or the newest for the class and the host's Python."""
     config, manifest, klass = so_far["config"], so_far["manifest"], so_far["klass"]
     releases = manifest["sparkforge_torch_releases"]
     torch_version = select_torch_version(config.get("torch_version"), releases, klass, config.get("python_version"))
@@ -354,6 +356,7 @@ def _row(so_far, component, action, detail, why):
 
 
 def step_dev_rows(so_far):
+    """The CUDA development libraries, cuSPARSELt and LLVM: installed when something compiles, and why."""
     dev_libraries, needs, source = so_far["dev_libraries"], so_far["needs"], so_far["source"]
     cuda_detail = "cuBLAS, cuDNN, NCCL, cuFile for CUDA %s from NVIDIA's apt repo" % so_far["manifest"].get(
         "sparkforge_cuda_major", 13)
@@ -379,6 +382,7 @@ def step_dev_rows(so_far):
 
 
 def step_torch_rows(so_far):
+    """Triton and PyTorch: built from source or installed, and why."""
     config, source, release = so_far["config"], so_far["source"], so_far["release"]
     torch_version = so_far["torch_version"]
     triton_version, arch = so_far["triton_version"], so_far["facts"]["cpu"]["arch"]
@@ -403,6 +407,7 @@ def step_torch_rows(so_far):
 
 
 def step_other_rows(so_far):
+    """The components after torch: its domains, the ML packages, the runtime settings, verify."""
     release, torch_version = so_far["release"], so_far["torch_version"]
     _row(so_far, "torch_domains", "build" if so_far["source"] == "source" else "install",
          "torchvision %s, torchaudio %s" % (release.get("torchvision"), release.get("torchaudio")),

@@ -220,6 +220,7 @@ class StackPlanJob(Job):
         return []
 
     def step_plan_error(self, run):
+        """Why there is no plan (build_plan's PlanError), after the host's own problems."""
         return [{"check": "plan", "message": run.plan_error}] if run.plan_error else []
 
     def step_gpu_builds(self, run):
