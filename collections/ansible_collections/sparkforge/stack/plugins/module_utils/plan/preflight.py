@@ -253,8 +253,9 @@ def ml_words(config):
     return " + ".join(words) or "nothing selected"
 
 
-def build_plan(facts, config, manifest):
-    """What each component will do on this host and why.
+def build_plan(facts, config, manifest, steps=None):
+    """What each component will do on this host and why: PLAN_STEPS in order over the plan so far (``steps``:
+    another list, as a test passes), the first problem a step returns raised as PlanError.
 
     ``config``: components (list), torch_version, torch_source, cuda_arch_list (optional) and
     cuda_arch_list_variable (the variable that set it), installed_archs (torch source existing: the venv's
@@ -262,18 +263,47 @@ def build_plan(facts, config, manifest):
     ml_profile, ml_packages, ml_pins, ml_extra_matrix (what the ml_packages role resolves).
     ``manifest``: sparkforge_torch_releases, sparkforge_triton_releases, sparkforge_torch_arch_min_version.
     """
-    klass = facts["platform_class"]
-    enabled = config.get("components") or list(COMPONENTS)
+    so_far = {"facts": facts, "config": config, "manifest": manifest, "klass": facts["platform_class"], "steps": []}
+    for step in PLAN_STEPS if steps is None else steps:
+        problem = step(so_far)
+        if problem:
+            raise PlanError(problem)
+    return plan_of(so_far)
+
+
+# build_plan's steps: each step_<name>(so_far) reads the plan so far, adds what it decides and returns the
+# problem that stops the plan (its message, beside the check) or None; a helper's PlanError stops it as well.
+
+
+def step_components(so_far):
+    """The components asked for (sparkforge_components; none: all), each a known one."""
+    enabled = so_far["enabled"] = so_far["config"].get("components") or list(COMPONENTS)
     unknown = [c for c in enabled if c not in COMPONENTS]
     if unknown:
-        raise PlanError("unknown component(s) %s; known: %s" % (", ".join(unknown), ", ".join(COMPONENTS)))
-    source = config.get("torch_source", "source")
-    if source not in TORCH_SOURCES:
-        raise PlanError("torch_source must be one of %s, got %r" % (", ".join(TORCH_SOURCES), source))
+        return "unknown component(s) %s; known: %s" % (", ".join(unknown), ", ".join(COMPONENTS))
+    return None
 
+
+def step_torch_source(so_far):
+    source = so_far["source"] = so_far["config"].get("torch_source", "source")
+    if source not in TORCH_SOURCES:
+        return "torch_source must be one of %s, got %r" % (", ".join(TORCH_SOURCES), source)
+    return None
+
+
+def step_torch_version(so_far):
+    """The torch release: the requested one, checked, or the newest for the class and the host's Python."""
+    config, manifest, klass = so_far["config"], so_far["manifest"], so_far["klass"]
     releases = manifest["sparkforge_torch_releases"]
     torch_version = select_torch_version(config.get("torch_version"), releases, klass, config.get("python_version"))
-    release = releases[torch_version]
+    so_far.update(torch_version=torch_version, release=releases[torch_version])
+    return None
+
+
+def step_arch(so_far):
+    """The arch list of each consumer (the block is the arch list's own logic, moved here unchanged)."""
+    facts, config, manifest, klass = so_far["facts"], so_far["config"], so_far["manifest"], so_far["klass"]
+    torch_version, release, source = so_far["torch_version"], so_far["release"], so_far["source"]
     capabilities = facts["compute_capabilities"]
     data = {
         "arch_defaults": manifest.get("sparkforge_torch_arch_defaults") or {},
@@ -295,80 +325,131 @@ def build_plan(facts, config, manifest):
     archs = arch_plan.for_plan(arch_list, arch_why, bool(config.get("cuda_arch_list")), source,
                                config.get("installed_archs"), config.get("venv"), config.get("installed_archs_unread"))
     arch_list, arch_why = archs["torch"]["list"], archs["torch"]["reason"]
-    triton_version = release["triton"]
-    triton_release = manifest.get("sparkforge_triton_releases", {}).get(triton_version, {})
+    so_far.update(capabilities=capabilities, archs=archs, arch_list=arch_list, arch_why=arch_why)
+    return None
 
-    steps = []
 
-    def step(component, action, detail, why):
-        if component in enabled:
-            steps.append({"component": component, "action": action, "detail": detail, "why": why})
+def step_triton(so_far):
+    triton_version = so_far["triton_version"] = so_far["release"]["triton"]
+    so_far["triton_release"] = so_far["manifest"].get("sparkforge_triton_releases", {}).get(triton_version, {})
+    return None
 
-    build_torch = source == "source"
-    ml_items = []
-    needs = compile_needs(config, enabled, manifest, facts, klass, ml_items)
-    dev_libraries = config.get("dev_libraries") or "auto"
+
+def step_compiles(so_far):
+    so_far["ml_items"] = []
+    so_far["needs"] = compile_needs(so_far["config"], so_far["enabled"], so_far["manifest"], so_far["facts"],
+                                    so_far["klass"], so_far["ml_items"])
+    return None
+
+
+def step_dev_libraries(so_far):
+    dev_libraries = so_far["dev_libraries"] = so_far["config"].get("dev_libraries") or "auto"
     if dev_libraries not in DEV_LIBRARIES:
-        raise PlanError("sparkforge_dev_libraries must be one of %s, got %r" % (", ".join(DEV_LIBRARIES), dev_libraries))
-    cuda_detail = "cuBLAS, cuDNN, NCCL, cuFile for CUDA %s from NVIDIA's apt repo" % manifest.get("sparkforge_cuda_major", 13)
+        return "sparkforge_dev_libraries must be one of %s, got %r" % (", ".join(DEV_LIBRARIES), dev_libraries)
+    return None
+
+
+def _row(so_far, component, action, detail, why):
+    """One component's row of the plan's steps (a component the run leaves out has none)."""
+    if component in so_far["enabled"]:
+        so_far["steps"].append({"component": component, "action": action, "detail": detail, "why": why})
+
+
+def step_dev_rows(so_far):
+    """The CUDA development libraries, cuSPARSELt and LLVM: installed when something compiles, and why."""
+    dev_libraries, needs, source = so_far["dev_libraries"], so_far["needs"], so_far["source"]
+    cuda_detail = "cuBLAS, cuDNN, NCCL, cuFile for CUDA %s from NVIDIA's apt repo" % so_far["manifest"].get(
+        "sparkforge_cuda_major", 13)
     if dev_libraries == "always" or (dev_libraries == "auto" and needs):
         because = "; ".join(needs) if needs else "sparkforge_dev_libraries: always"
-        step("cuda_libs", "install", cuda_detail, "headers and libraries to compile against: %s" % because)
-        step("cusparselt", "install", "cuSPARSELt (local-repo package)", "2:4 sparse matmul (USE_CUSPARSELT): %s" % because)
-        step("llvm", "install", "the distribution's LLVM/clang/lld", "build scripts expect clang and llvm-config: %s"
-             % because)
+        _row(so_far, "cuda_libs", "install", cuda_detail, "headers and libraries to compile against: %s" % because)
+        _row(so_far, "cusparselt", "install", "cuSPARSELt (local-repo package)",
+             "2:4 sparse matmul (USE_CUSPARSELT): %s" % because)
+        _row(so_far, "llvm", "install", "the distribution's LLVM/clang/lld",
+             "build scripts expect clang and llvm-config: %s" % because)
+        return None
+    if dev_libraries == "never":
+        because = "sparkforge_dev_libraries: never"
     else:
-        if dev_libraries == "never":
-            because = "sparkforge_dev_libraries: never"
-        else:
-            because = ("nothing on this host compiles (torch from %s%s): torch runs with the CUDA libraries of its "
-                       "own pip wheels. sparkforge_dev_libraries: always installs them anyway"
-                       % (TORCH_SOURCE_WORDS.get(source, source),
-                          ", no ML package of the profile built from source" if "ml_packages" in enabled else ""))
-        step("cuda_libs", "skip", cuda_detail, because)
-        step("cusparselt", "skip", "cuSPARSELt (local-repo package)", because)
-        step("llvm", "skip", "the distribution's LLVM/clang/lld", because)
-    if build_torch:
-        llvm = triton_release.get("llvm_commit")
-        step("triton", "build", "Triton %s against LLVM %s built from source" % (
+        because = ("nothing on this host compiles (torch from %s%s): torch runs with the CUDA libraries of its "
+                   "own pip wheels. sparkforge_dev_libraries: always installs them anyway"
+                   % (TORCH_SOURCE_WORDS.get(source, source),
+                      ", no ML package of the profile built from source" if "ml_packages" in so_far["enabled"] else ""))
+    _row(so_far, "cuda_libs", "skip", cuda_detail, because)
+    _row(so_far, "cusparselt", "skip", "cuSPARSELt (local-repo package)", because)
+    _row(so_far, "llvm", "skip", "the distribution's LLVM/clang/lld", because)
+    return None
+
+
+def step_torch_rows(so_far):
+    """Triton and PyTorch: built from source or installed, and why."""
+    config, source, release = so_far["config"], so_far["source"], so_far["release"]
+    torch_version = so_far["torch_version"]
+    triton_version, arch = so_far["triton_version"], so_far["facts"]["cpu"]["arch"]
+    if source == "source":
+        llvm = so_far["triton_release"].get("llvm_commit")
+        _row(so_far, "triton", "build", "Triton %s against LLVM %s built from source" % (
             triton_version, llvm[:12] if llvm else "(the commit its cmake/llvm-hash.txt pins)"),
-            "PyTorch %s pairs with Triton %s; its bundled ptxas cannot target sm_121a" % (torch_version, triton_version))
-        step("pytorch", "build", "PyTorch %s wheel, TORCH_CUDA_ARCH_LIST=%s" % (torch_version, arch_list), arch_why)
-    else:
-        step("triton", "install", "Triton %s from the %s" % (triton_version, source), "paired with PyTorch %s" % torch_version)
-        step("pytorch", "install", "PyTorch %s from the %s%s" % (
-            torch_version, source, " %s (%s)" % (config["index_url"], config.get("index_url_variable")
-                                                 or "sparkforge_torch_index_url")
-            if source == "index" and config.get("index_url") else ""),
-            "torch_source=%s; %s" % (source, wheel_carries(
-                release, facts["cpu"]["arch"],
-                ((manifest.get("sparkforge_torch_wheel_archs") or {}).get(torch_version) or {}).get(facts["cpu"]["arch"]))))
-    step("torch_domains", "build" if build_torch else "install",
+            "PyTorch %s pairs with Triton %s; its bundled ptxas cannot target sm_121a"
+            % (torch_version, triton_version))
+        _row(so_far, "pytorch", "build", "PyTorch %s wheel, TORCH_CUDA_ARCH_LIST=%s" % (
+            torch_version, so_far["arch_list"]), so_far["arch_why"])
+        return None
+    _row(so_far, "triton", "install", "Triton %s from the %s" % (triton_version, source),
+         "paired with PyTorch %s" % torch_version)
+    _row(so_far, "pytorch", "install", "PyTorch %s from the %s%s" % (
+        torch_version, source, " %s (%s)" % (config["index_url"], config.get("index_url_variable")
+                                             or "sparkforge_torch_index_url")
+        if source == "index" and config.get("index_url") else ""),
+        "torch_source=%s; %s" % (source, wheel_carries(release, arch, (
+            (so_far["manifest"].get("sparkforge_torch_wheel_archs") or {}).get(torch_version) or {}).get(arch))))
+    return None
+
+
+def step_other_rows(so_far):
+    """The components after torch: its domains, the ML packages, the runtime settings, verify."""
+    release, torch_version = so_far["release"], so_far["torch_version"]
+    _row(so_far, "torch_domains", "build" if so_far["source"] == "source" else "install",
          "torchvision %s, torchaudio %s" % (release.get("torchvision"), release.get("torchaudio")),
          "the versions paired with PyTorch %s" % torch_version)
-    step("ml_packages", "install", ml_words(config),
+    _row(so_far, "ml_packages", "install", ml_words(so_far["config"]),
          "constrained so the custom torch is never replaced")
-    step("runtime_env", "configure", "CUDA_MODULE_LOADING=LAZY, allocator, TF32, Triton ptxas", "runtime tuning")
-    step("verify", "check", "numerical checks and benchmarks on the GPU", "prove the result")
+    _row(so_far, "runtime_env", "configure", "CUDA_MODULE_LOADING=LAZY, allocator, TF32, Triton ptxas",
+         "runtime tuning")
+    _row(so_far, "verify", "check", "numerical checks and benchmarks on the GPU", "prove the result")
+    return None
+
+
+# build_plan's steps, in the order they run: the one place the order lives.  A new check is a step_<name>
+# function above and its name here.
+PLAN_STEPS = (step_components, step_torch_source, step_torch_version, step_arch, step_triton, step_compiles,
+              step_dev_libraries, step_dev_rows, step_torch_rows, step_other_rows)
+
+
+def plan_of(so_far):
+    """The plan the steps decided, as the later roles read it."""
+    facts, config, manifest, steps = so_far["facts"], so_far["config"], so_far["manifest"], so_far["steps"]
+    source, torch_version, release = so_far["source"], so_far["torch_version"], so_far["release"]
     return {
         "actions": dict((item["component"], item["action"]) for item in steps),
-        "compiles": needs,
-        "platform_class": klass,
-        "compute_capabilities": capabilities,
+        "compiles": so_far["needs"],
+        "platform_class": so_far["klass"],
+        "compute_capabilities": so_far["capabilities"],
         # The arch list of each consumer (arch_plan.CONSUMERS), with its reason; torch.cuda_arch_list is the
         # torch one (the same text, for the plan's readers of the torch block).
-        "arch": archs,
-        "torch": {"version": torch_version, "source": source, "cuda_arch_list": arch_list, "why": arch_why,
+        "arch": so_far["archs"],
+        "torch": {"version": torch_version, "source": source, "cuda_arch_list": so_far["arch_list"],
+                  "why": so_far["arch_why"],
                   "index_url": config.get("index_url") if source == "index" else None,
                   "wheel": (release.get("wheels") or {}).get(facts["cpu"]["arch"]),
                   "wheel_archs": ((manifest.get("sparkforge_torch_wheel_archs") or {}).get(torch_version)
                                   or {}).get(facts["cpu"]["arch"]),
                   "cxx_standard": release.get("cxx_standard")},
-        "triton": {"version": triton_version, "llvm_commit": triton_release.get("llvm_commit")},
+        "triton": {"version": so_far["triton_version"], "llvm_commit": so_far["triton_release"].get("llvm_commit")},
         "torchvision": release.get("torchvision"),
         "torchaudio": release.get("torchaudio"),
-        "source_build": build_torch,
-        "ml_packages": ml_items,
+        "source_build": source == "source",
+        "ml_packages": so_far["ml_items"],
         "steps": steps,
     }
 

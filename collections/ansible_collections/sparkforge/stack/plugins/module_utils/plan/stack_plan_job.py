@@ -105,9 +105,33 @@ def host_trap_check(spec, facts):
     return {"problems": problems, "warnings": warnings, "report": report}
 
 
+class PlanRun:
+    """What one plan run knows so far: each step reads it and puts here what it finds (the plan, the compiler,
+    the warnings ...), for the steps after it and the result."""
+
+    def __init__(self, params):
+        self.params = params
+        self.settings = None
+        self.plan = None
+        self.plan_error = None
+        self.compiler = "unasked"
+        self.warnings = []
+        self.build_problems = []
+        self.traps = {"problems": [], "warnings": [], "report": None}
+        self.bad_proxies = []
+        self.items = []
+
+
 class StackPlanJob(Job):
     """params: stack_plan's options, with ``facts`` and ``host`` filled (gathered by the module when
     asked); opener(url, timeout) -> None or why not, fetcher(url, timeout, limit) -> (bytes, why not)."""
+
+    # The plan's steps, in the order they run: the one place the order lives.  Each is a method step_<name>(run)
+    # that returns the problems it finds (each {"check", "message"}, the message beside its check) and puts what
+    # it learns on ``run`` (a PlanRun).  A new preflight check is one method and its name here.
+    STEPS = ("inputs", "settings", "plan", "host", "builder", "root", "compiler", "plan_error", "gpu_builds",
+             "existing_torch", "host_traps", "proxy", "wheelhouse", "cuda_distro", "target", "bundle", "probe",
+             "sources")
 
     def __init__(self, params, system, check_mode=False, opener=None, fetcher=None):
         Job.__init__(self, params, system, check_mode)
@@ -115,9 +139,24 @@ class StackPlanJob(Job):
         self.fetcher = fetcher
 
     def plan(self):
-        params = self.params
-        bundle_spec = params["bundle"]
-        check_bundle(bundle_spec)
+        run = PlanRun(self.params)
+        found = []
+        for name in self.STEPS:
+            found += getattr(self, "step_" + name)(run)
+        # The host's PYTHON*/PIP_* variables the run's python and pip go without (the system made the
+        # environment its own: _common/run_env.py), said once in the plan.
+        dropped = list(getattr(self.system, "environment_dropped", None) or [])
+        plan, warnings = run.plan, run.warnings
+        result = dict(changed=False, plan=plan, problems=found, plan_text=self.plan_text(run, found, dropped),
+                      ready=not found, build_warnings=[w["message"] for w in warnings],
+                      can_build=not run.build_problems, build_problems=run.build_problems,
+                      environment_dropped=dropped, host_traps=run.traps["report"])
+        return Plan([], result)
+
+    def step_inputs(self, run):
+        """The options themselves, refused (JobError) before the host is asked anything."""
+        params = run.params
+        check_bundle(params["bundle"])
         params["sources"] = sources.fill_platform_names(params["sources"], params["host"], params["platform_maps"])
         missing = [k for k in REQUIRED_CHECKS if k not in params["checks"]]
         missing += [k for k in REQUIRED_MANIFEST if k not in params["manifest"]]
@@ -125,152 +164,212 @@ class StackPlanJob(Job):
             raise JobError("stack_plan is missing %s" % ", ".join(missing))
         if "gpus" not in params["facts"]:
             raise JobError("facts must be the ansible_facts.sparkforge dict of sparkforge.stack.gpu_facts")
+        return []
 
-        checks = dict(params["checks"])
-        plan = None
-        plan_error = None
-        settings = dict(params["settings"])
-        settings.setdefault("python_version", params["host"].get("python_version"))
+    def step_settings(self, run):
+        """The settings the plan is made from; with torch source existing, the venv's torch's arch list."""
+        settings = run.settings = dict(run.params["settings"])
+        settings.setdefault("python_version", run.params["host"].get("python_version"))
         if settings.get("torch_source") == "existing" and settings.get("venv"):
             read, unread = installed_archs(self.system, settings["venv"])
             settings.update(installed_archs=read, installed_archs_unread=unread)
+        return []
+
+    def step_plan(self, run):
+        """The plan itself (preflight.build_plan); why there is none is the problem step_plan_error names."""
         try:
-            plan = build_plan(params["facts"], settings, params["manifest"])
+            run.plan = build_plan(run.params["facts"], run.settings, run.params["manifest"])
         except PlanError as exc:
-            plan_error = str(exc)
-        # The host is judged as an installer of wheels; whether it can also build them (the source-build
-        # RAM/disk thresholds) is a separate verdict: in a fleet only one host per platform class builds,
-        # and the fleet planning fails a class none of whose hosts can (a single host is its own builder).
-        checks["source_build"] = False
-        # Each place that grows, measured on its own file system against what the plan puts there.
-        places, needs = checks.get("disk_places") or [], params["manifest"].get("sparkforge_disk_needs_gib")
-        checks["disk_places"] = growing_places(plan, places, needs)
-        found = problems(params["facts"], params["host"], checks)
-        build_problems = [p for p in problems(params["facts"], params["host"], dict(
-            checks, source_build=True, disk_places=growing_places(plan, places, needs, building=True)))
-            if p["check"] in ("ram", "disk")]
-        compiler, warnings = "unasked", []
-        # Who runs it: the components that need root, against the user the module runs as.
-        found += root_problems((plan or {}).get("actions"), params["facts"].get("user"),
-                               params["manifest"].get("sparkforge_root_needs"), self.sudo_works)
+            run.plan_error = str(exc)
+        return []
+
+    def step_host(self, run):
+        """The host judged as an installer of wheels, each place that grows measured on its own file system
+        against what the plan puts there."""
+        # Whether it can also build them (the source-build RAM/disk thresholds) is a separate verdict
+        # (step_builder): in a fleet only one host per platform class builds, and the fleet planning fails a class
+        # none of whose hosts can (a single host is its own builder).
+        params = run.params
+        places, needs = params["checks"].get("disk_places") or [], params["manifest"].get("sparkforge_disk_needs_gib")
+        checks = dict(params["checks"], source_build=False, disk_places=growing_places(run.plan, places, needs))
+        return problems(params["facts"], params["host"], checks)
+
+    def step_builder(self, run):
+        """Whether the host could build from source (RAM and disk): build_problems, not the host's."""
+        params = run.params
+        places, needs = params["checks"].get("disk_places") or [], params["manifest"].get("sparkforge_disk_needs_gib")
+        checks = dict(params["checks"], source_build=True,
+                      disk_places=growing_places(run.plan, places, needs, building=True))
+        run.build_problems += [p for p in problems(params["facts"], params["host"], checks)
+                               if p["check"] in ("ram", "disk")]
+        return []
+
+    def step_root(self, run):
+        """Who runs it: the components that need root, against the user the module runs as."""
+        return root_problems((run.plan or {}).get("actions"), run.params["facts"].get("user"),
+                             run.params["manifest"].get("sparkforge_root_needs"), self.sudo_works)
+
+    def step_compiler(self, run):
+        """A source build's C++ compiler against the release's standard (build_problems, not the host's)."""
+        plan, manifest = run.plan, run.params["manifest"]
         if plan and plan["source_build"]:
-            compiler = self.compiler()
-            release = params["manifest"]["sparkforge_torch_releases"][plan["torch"]["version"]]
-            build_problems += compiler_problems(plan["torch"]["version"], release,
-                                                params["manifest"].get("sparkforge_cxx_min_compilers"), compiler)
-        if plan_error:
-            found.append({"check": "plan", "message": plan_error})
-        gpu_items = gpu_source_builds(params["facts"], settings, params["manifest"]) if plan else []
-        if gpu_items:
-            # Each GPU source build's C++ standard against the torch of the plan, and the compiler for it: from
-            # data, before anything is fetched or built (the sdist is read again once the role fetches it).
-            compiler = self.compiler() if compiler == "unasked" else compiler
-            plan["gpu_builds"], cxx_problems, warnings = cxx_builds(gpu_items, settings, plan, params["manifest"],
-                                                                    compiler)
-            found += cxx_problems
-        if plan and settings.get("venv") and settings.get("torch_source") == "existing" and \
+            run.compiler = self.compiler()
+            release = manifest["sparkforge_torch_releases"][plan["torch"]["version"]]
+            run.build_problems += compiler_problems(plan["torch"]["version"], release,
+                                                    manifest.get("sparkforge_cxx_min_compilers"), run.compiler)
+        return []
+
+    def step_plan_error(self, run):
+        """Why there is no plan (build_plan's PlanError), after the host's own problems."""
+        return [{"check": "plan", "message": run.plan_error}] if run.plan_error else []
+
+    def step_gpu_builds(self, run):
+        """Each GPU source build's C++ standard against the torch of the plan, and the compiler for it: from
+        data, before anything is fetched or built (the sdist is read again once the role fetches it)."""
+        params, plan = run.params, run.plan
+        gpu_items = gpu_source_builds(params["facts"], run.settings, params["manifest"]) if plan else []
+        if not gpu_items:
+            return []
+        run.compiler = self.compiler() if run.compiler == "unasked" else run.compiler
+        plan["gpu_builds"], cxx_problems, run.warnings = cxx_builds(gpu_items, run.settings, plan, params["manifest"],
+                                                                    run.compiler)
+        return cxx_problems
+
+    def step_existing_torch(self, run):
+        """With torch source existing, the venv's torch must be the plan's."""
+        settings = run.settings
+        if run.plan and settings.get("venv") and settings.get("torch_source") == "existing" and \
                 "pytorch" in (settings.get("components") or []):
-            found += existing_torch_problems(settings["venv"], venv_torch_version(settings["venv"]),
-                                             plan["torch"]["version"])
-        # Known-bad kernels, driver flavours and host settings (the manifest's sparkforge_host_traps), read from the
-        # files the kernel and driver write, before anything changes.
-        traps = host_trap_check(params.get("host_traps"), params["facts"])
-        found += traps["problems"]
-        # A malformed proxy is named as such (a probe through it would blame each mirror instead).
-        bad_proxies = sources.proxy_problems(os.environ)
-        found += [{"check": "proxy", "message": message} for message in bad_proxies]
-        if plan and bundle_spec is None and (plan.get("actions") or {}).get("pytorch") == "install" \
-                and (plan.get("torch") or {}).get("source") == "wheelhouse":
-            # What pip would install from the wheelhouse: valid wheels for this host's Python and CPU.
-            wanted = {"torch": plan["torch"]["version"]}
-            if (plan.get("actions") or {}).get("torch_domains") == "install":
-                wanted.update(torchvision=plan.get("torchvision"), torchaudio=plan.get("torchaudio"))
-            if (plan.get("actions") or {}).get("triton") == "install":
-                wanted["triton"] = (plan.get("triton") or {}).get("version")
-            variable = (params["sources"].get("variables") or {}).get("wheelhouse") or "sparkforge_wheel_dir"
-            # pip matches the wheels' tags against the venv's Python, which may not be the one Ansible runs.
-            python_version = venv_python_version(self.system, settings.get("venv"), settings.get("venv_python"))[0]
-            found += [{"check": "wheelhouse", "message": message} for message in wheel_check.wheelhouse_problems(
-                params["sources"].get("wheelhouse"), wanted, python_version or params["host"].get("python_version")
-                or "", params["host"].get("architecture") or "", variable, params["host"].get("glibc"))]
-        if plan:
-            plan["cuda_distro"] = params["sources"].get("cuda_distro") or ""
-            apt_components = [c for c in ("cuda_libs", "cusparselt") if plan["actions"].get(c) == "install"]
-            if apt_components and not plan["cuda_distro"] and params["host"].get("distribution"):
-                host = params["host"]
-                found.append({"check": "cuda_distro", "message": (
-                    "sparkforge_cuda_distro_map has no NVIDIA repository for %s %s (tried %s; it knows %s), which %s "
-                    "install from: add an entry (e.g. '%s: ubuntu2404' if that repository fits) or set cuda_libs_distro"
-                    % (host.get("distribution"), host.get("distribution_version"),
-                       ", ".join(cuda_distro_keys(host.get("distribution"), host.get("distribution_version"))),
-                       ", ".join(sorted((params["platform_maps"].get("cuda_distro_map") or {}))) or "nothing",
-                       " and ".join(apt_components),
-                       cuda_distro_keys(host.get("distribution"), host.get("distribution_version"))[-1]))})
-            # Every remote source the plan will fetch from, probed before anything changes.
-            items = sources.plan_sources(plan, params["sources"], params["host"])
-            # What picks the host's apt repository, cuSPARSELt installer and wheels in an offline bundle.
-            try:
-                target = bundle.target_of(dict(params["sources"], **params["host"]))
-            except bundle.BundleError as exc:
-                target = None
-                if bundle_spec is not None:
-                    raise JobError("bundle: %s" % exc)
-            plan["target"] = target
-            if bundle_spec is not None:
-                # An offline bundle replaces every source: nothing is probed, each must be in the bundle.
-                rows, missing = bundle.match(bundle_spec["manifest"], items, target, plan, bundle_spec.get("bad") or [])
-                plan["sources"] = rows
-                dirs, copies = bundle.host_copy(rows, target)
-                plan["bundle"] = {"dir": bundle_spec["dir"], "host_dir": bundle_spec["host_dir"], "target": target,
-                                  "overrides": bundle.overrides(rows, bundle_spec["host_dir"], target),
-                                  "dirs": dirs, "paths": copies}
-                for message in missing:
-                    found.append({"check": "bundle", "message": message})
-            elif params["probe_sources"] and not bad_proxies:
-                probed = sources.probe(items, params["probe_timeout"], self.opener, fetcher=self.fetcher)
-            else:
-                # Not probed, but a root of trust without TLS or a pinned sha256 is refused all the same.
-                probed = sources.unprobed(items)
-            if bundle_spec is None:
-                plan["sources"] = probed
-            for item in plan["sources"]:
-                if item["status"] in ("unreachable", "refused"):
-                    # Short: the sources table beside it has the URL and the error.
-                    if item["status"] == "refused":
-                        # The error names the URL and the sha256 variable that would prove it.
-                        message = "%s: %s is refused: %s" % (item["component"], item["source"], item["error"])
-                    else:
-                        message = "%s: %s is unreachable: point %s at a mirror (sources table: URL and error)" % (
-                            item["component"], item["source"], item["variable"])
-                    found.append({"check": "sources", "message": message})
-        text = render_plan(plan, found) if plan else ["no plan: %s" % plan_error] + [
+            return existing_torch_problems(settings["venv"], venv_torch_version(settings["venv"]),
+                                           run.plan["torch"]["version"])
+        return []
+
+    def step_host_traps(self, run):
+        """Known-bad kernels, driver flavours and host settings (the manifest's sparkforge_host_traps), read from
+        the files the kernel and driver write, before anything changes."""
+        run.traps = host_trap_check(run.params.get("host_traps"), run.params["facts"])
+        return run.traps["problems"]
+
+    def step_proxy(self, run):
+        """A malformed proxy is named as such (a probe through it would blame each mirror instead)."""
+        run.bad_proxies = sources.proxy_problems(os.environ)
+        return [{"check": "proxy", "message": message} for message in run.bad_proxies]
+
+    def step_wheelhouse(self, run):
+        """What pip would install from the wheelhouse: valid wheels for this host's Python and CPU."""
+        params, plan = run.params, run.plan
+        if not (plan and params["bundle"] is None and (plan.get("actions") or {}).get("pytorch") == "install"
+                and (plan.get("torch") or {}).get("source") == "wheelhouse"):
+            return []
+        wanted = {"torch": plan["torch"]["version"]}
+        if (plan.get("actions") or {}).get("torch_domains") == "install":
+            wanted.update(torchvision=plan.get("torchvision"), torchaudio=plan.get("torchaudio"))
+        if (plan.get("actions") or {}).get("triton") == "install":
+            wanted["triton"] = (plan.get("triton") or {}).get("version")
+        variable = (params["sources"].get("variables") or {}).get("wheelhouse") or "sparkforge_wheel_dir"
+        # pip matches the wheels' tags against the venv's Python, which may not be the one Ansible runs.
+        python_version = venv_python_version(self.system, run.settings.get("venv"),
+                                             run.settings.get("venv_python"))[0]
+        return [{"check": "wheelhouse", "message": message} for message in wheel_check.wheelhouse_problems(
+            params["sources"].get("wheelhouse"), wanted, python_version or params["host"].get("python_version")
+            or "", params["host"].get("architecture") or "", variable, params["host"].get("glibc"))]
+
+    def step_cuda_distro(self, run):
+        """The NVIDIA apt repository of the host's distribution, for the components installed from it."""
+        params, plan, host = run.params, run.plan, run.params["host"]
+        if not plan:
+            return []
+        plan["cuda_distro"] = params["sources"].get("cuda_distro") or ""
+        apt_components = [c for c in ("cuda_libs", "cusparselt") if plan["actions"].get(c) == "install"]
+        if not (apt_components and not plan["cuda_distro"] and host.get("distribution")):
+            return []
+        keys = cuda_distro_keys(host.get("distribution"), host.get("distribution_version"))
+        return [{"check": "cuda_distro", "message": (
+            "sparkforge_cuda_distro_map has no NVIDIA repository for %s %s (tried %s; it knows %s), which %s "
+            "install from: add an entry (e.g. '%s: ubuntu2404' if that repository fits) or set cuda_libs_distro"
+            % (host.get("distribution"), host.get("distribution_version"), ", ".join(keys),
+               ", ".join(sorted((params["platform_maps"].get("cuda_distro_map") or {}))) or "nothing",
+               " and ".join(apt_components), keys[-1]))}]
+
+    def step_target(self, run):
+        """Every remote source the plan will fetch from, and what picks the host's apt repository, cuSPARSELt
+        installer and wheels in an offline bundle (a bundle refuses a host without one)."""
+        params, plan = run.params, run.plan
+        if not plan:
+            return []
+        run.items = sources.plan_sources(plan, params["sources"], params["host"])
+        try:
+            plan["target"] = bundle.target_of(dict(params["sources"], **params["host"]))
+        except bundle.BundleError as exc:
+            plan["target"] = None
+            if params["bundle"] is not None:
+                raise JobError("bundle: %s" % exc)
+        return []
+
+    def step_bundle(self, run):
+        """An offline bundle replaces every source: nothing is probed, each must be in the bundle."""
+        bundle_spec, plan = run.params["bundle"], run.plan
+        if not plan or bundle_spec is None:
+            return []
+        target = plan["target"]
+        rows, missing = bundle.match(bundle_spec["manifest"], run.items, target, plan, bundle_spec.get("bad") or [])
+        plan["sources"] = rows
+        dirs, copies = bundle.host_copy(rows, target)
+        plan["bundle"] = {"dir": bundle_spec["dir"], "host_dir": bundle_spec["host_dir"], "target": target,
+                          "overrides": bundle.overrides(rows, bundle_spec["host_dir"], target),
+                          "dirs": dirs, "paths": copies}
+        return [{"check": "bundle", "message": message} for message in missing]
+
+    def step_probe(self, run):
+        """Each source probed, before anything changes (unless asked not to, or a proxy is malformed)."""
+        params, plan = run.params, run.plan
+        if not plan or params["bundle"] is not None:
+            return []
+        if params["probe_sources"] and not run.bad_proxies:
+            plan["sources"] = sources.probe(run.items, params["probe_timeout"], self.opener, fetcher=self.fetcher)
+        else:
+            # Not probed, but a root of trust without TLS or a pinned sha256 is refused all the same.
+            plan["sources"] = sources.unprobed(run.items)
+        return []
+
+    def step_sources(self, run):
+        """A source unreachable or refused, said short: the sources table beside it has the URL and the error."""
+        found = []
+        for item in (run.plan or {}).get("sources") or []:
+            if item["status"] == "refused":
+                # The error names the URL and the sha256 variable that would prove it.
+                found.append({"check": "sources", "message": "%s: %s is refused: %s" % (
+                    item["component"], item["source"], item["error"])})
+            elif item["status"] == "unreachable":
+                found.append({"check": "sources", "message": (
+                    "%s: %s is unreachable: point %s at a mirror (sources table: URL and error)"
+                    % (item["component"], item["source"], item["variable"]))})
+        return found
+
+    def plan_text(self, run, found, dropped):
+        """The plan as a person reads it in the play output: the plan, its problems, sources, builds, warnings."""
+        plan, params, bundle_spec = run.plan, run.params, run.params["bundle"]
+        text = render_plan(plan, found) if plan else ["no plan: %s" % run.plan_error] + [
             "  - [%s] %s" % (p["check"], p["message"]) for p in found]
         if plan and plan["sources"]:
-            text += ["sources (%s):" % ("from the offline bundle %s" % bundle_spec["dir"] if bundle_spec is not None else
-                                        "not probed: a proxy variable is malformed" if bad_proxies else
-                                        "probed" if params["probe_sources"] else
-                                        "not probed: sparkforge_probe_sources is false")]
+            how = ("from the offline bundle %s" % bundle_spec["dir"] if bundle_spec is not None else
+                   "not probed: a proxy variable is malformed" if run.bad_proxies else
+                   "probed" if params["probe_sources"] else "not probed: sparkforge_probe_sources is false")
+            text += ["sources (%s):" % how]
             text += ["  " + line for line in sources.table(params["host"].get("name") or "this host", plan["sources"])]
         if plan and plan.get("gpu_builds"):
             text.append("GPU source builds (C++ standard and compiler, checked before anything is fetched):")
             for build in plan["gpu_builds"]:
                 text += ["  " + line for line in cxx_std.describe(build, build["arch_list"])]
         text += ["warning: [%s] %s (optional: it is not built, the run goes on)" % (w["check"], w["message"])
-                 for w in warnings]
-        text += ["host trap (warning): %s" % line for line in traps["warnings"]]
-        if plan and plan["source_build"] and build_problems:
+                 for w in run.warnings]
+        text += ["host trap (warning): %s" % line for line in run.traps["warnings"]]
+        if plan and plan["source_build"] and run.build_problems:
             text.append("cannot build from source here (only a builder of its platform class must): %s"
-                        % " | ".join(p["message"] for p in build_problems))
-        # The host's PYTHON*/PIP_* variables the run's python and pip go without (the system made the
-        # environment its own: _common/run_env.py), said once in the plan.
-        dropped = list(getattr(self.system, "environment_dropped", None) or [])
+                        % " | ".join(p["message"] for p in run.build_problems))
         if dropped:
             text.append("environment: %s" % run_env.dropped_words(dropped))
-        result = dict(changed=False, plan=plan, problems=found, plan_text=text, ready=not found,
-                      build_warnings=[w["message"] for w in warnings],
-                      can_build=not build_problems, build_problems=build_problems,
-                      environment_dropped=dropped, host_traps=traps["report"])
-        return Plan([], result)
+        return text
 
     def compiler(self):
         """(kind, version) of the host's `c++ --version` (the compiler PyTorch's CMake and torch's cpp_extension
