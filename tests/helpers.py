@@ -183,3 +183,31 @@ def cudaext_entry(optional, cuda_home):
             "checked": ["tests/fixtures/ml_packages/cudaext/setup.py"],
         },
     }
+
+
+def copy_venv(template, path):
+    """A copy of the venv ``template`` at ``path``, its own: the scripts and pyvenv.cfg that name the template's
+    path name ``path`` (bin/python is a link to the base interpreter, so the copy's sys.prefix is ``path``).
+    Returns the copy's python."""
+    subprocess.run(["cp", "-a", template, path], check=True)
+    for name in os.listdir(os.path.join(path, "bin")) + ["../pyvenv.cfg"]:
+        full = os.path.join(path, "bin", name)
+        if os.path.islink(full) or not os.path.isfile(full):
+            continue
+        with open(full, "rb") as handle:
+            data = handle.read()
+        if template.encode() in data:
+            with open(full, "wb") as handle:
+                handle.write(data.replace(template.encode(), path.encode()))
+    return os.path.join(path, "bin", "python")
+
+
+def venv_template(top, name, make):
+    """The venv ``top``/``name``, made once by ``make(path)`` and then kept: a venv and a pip install cost seconds
+    of CPU each, so a module makes its venv once and each test works on its own copy (copy_venv)."""
+    path = os.path.join(top, name)
+    if not os.path.isfile(path + ".made"):
+        shutil.rmtree(path, ignore_errors=True)  # a make that failed part way
+        make(path)
+        open(path + ".made", "w").close()
+    return path

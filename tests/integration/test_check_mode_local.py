@@ -24,6 +24,7 @@ alone): exit 0, no change, the prefix unchanged.
 
 import json
 import os
+import pathlib
 import re
 import subprocess
 import sys
@@ -32,7 +33,7 @@ import pytest
 import yaml
 
 import readme
-from helpers import GH200, REPO, fake_smi, setup_keeps, user_checkout, user_env
+from helpers import GH200, REPO, fake_smi, setup_keeps, user_checkout, user_env, venv_template
 
 from ansible_collections.sparkforge.stack.plugins.module_utils.host.venv import MARKER
 
@@ -76,10 +77,11 @@ def add_dist(site, name, version, local="", cuda=None, archs=None):
 
 @pytest.fixture(scope="module")
 def template_venv(tmp_path_factory):
-    """One venv with pip (made once), copied per test."""
-    path = tmp_path_factory.mktemp("template") / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(path)], check=True)
-    return path
+    """One venv with pip, copied per test (make_host): made once for the whole session, in the session's base
+    temporary directory, though each module that imports this fixture holds its own (a venv with pip is about
+    5 s of CPU). Nothing writes to it."""
+    return pathlib.Path(venv_template(str(tmp_path_factory.getbasetemp()), "template-venv",
+                                      lambda where: subprocess.run([sys.executable, "-m", "venv", where], check=True)))
 
 
 def site_packages(venv):

@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-from helpers import REPO, cudaext_entry, load_manifest, run_module
+from helpers import REPO, copy_venv, cudaext_entry, load_manifest, run_module, venv_template
 
 FIXTURES = os.path.join(REPO, "tests", "fixtures", "ml_packages")
 sys.path.insert(0, FIXTURES)
@@ -47,15 +47,17 @@ def _isolated_pip(monkeypatch):
 def index(tmp_path_factory):
     root, custom = assemble(str(tmp_path_factory.mktemp("ml_index")), (os.uname().machine,))
     url, server = serve(root)
-    yield {"url": url, "custom_torch": custom}
+    yield {"url": url, "custom_torch": custom, "templates": str(tmp_path_factory.mktemp("venv_templates"))}
     server.shutdown()
 
 
-def _venv(path, custom_torch):
-    subprocess.run([sys.executable, "-m", "venv", path], check=True)
-    py = os.path.join(path, "bin", "python")
-    subprocess.run([py, "-m", "pip", "install", "-q", "--no-index", custom_torch], check=True, env=_clean_pip_env())
-    return py
+def _venv(path, index):
+    """A venv at ``path`` holding the marker torch (a copy of the module's template venv)."""
+    def make(where):
+        subprocess.run([sys.executable, "-m", "venv", where], check=True)
+        subprocess.run([os.path.join(where, "bin", "python"), "-m", "pip", "install", "-q", "--no-index",
+                        index["custom_torch"]], check=True, env=_clean_pip_env())
+    return copy_venv(venv_template(index["templates"], "torch", make), path)
 
 
 def _tree_sha(venv_python):
@@ -117,7 +119,7 @@ def _rows(result):
 
 def test_guarded_install_fallback_and_rerun(tmp_path, index):
     venv = str(tmp_path / "venv")
-    py = _venv(venv, index["custom_torch"])
+    py = _venv(venv, index)
     torch_before = _tree_sha(py)
 
     packages = ["einops", "omegaconf", "usestorch", "badtorch", "needsvision", "sparkforge-cext"]
@@ -178,7 +180,7 @@ def test_guarded_install_fallback_and_rerun(tmp_path, index):
 
 def test_check_mode_lists_and_installs_nothing(tmp_path, index):
     venv = str(tmp_path / "venv")
-    py = _venv(venv, index["custom_torch"])
+    py = _venv(venv, index)
     before = _pip_list(py)
     result, rc = run_module("ml_packages", _args(venv, index, ["omegaconf", "sparkforge-cext", "usestorch"]),
                             check_mode=True)
@@ -194,7 +196,7 @@ def test_check_mode_lists_and_installs_nothing(tmp_path, index):
 def test_without_the_guard_pip_would_replace_torch(tmp_path, index):
     """The control: the very same request without constraints replaces the custom torch."""
     venv = str(tmp_path / "venv")
-    py = _venv(venv, index["custom_torch"])
+    py = _venv(venv, index)
     report = str(tmp_path / "report.json")
     subprocess.run([py, "-m", "pip", "install", "-q", "--dry-run", "--report", report, "--index-url", index["url"],
                     "badtorch"], check=True, env=_clean_pip_env())
@@ -207,7 +209,7 @@ def test_without_the_guard_pip_would_replace_torch(tmp_path, index):
                     reason="no rustc/cargo on this machine (apt-get install rustc cargo)")
 def test_rust_source_build(tmp_path, index):
     venv = str(tmp_path / "venv")
-    py = _venv(venv, index["custom_torch"])
+    py = _venv(venv, index)
     torch_before = _tree_sha(py)
     result, rc = run_module("ml_packages", _args(venv, index, ["sparkforge-rustext"]))
     assert rc == 0, result
@@ -237,11 +239,13 @@ CUDAEXT = cudaext_entry(optional=True, cuda_home=os.path.dirname(os.path.dirname
 
 
 def _gpu_venv(path, index):
-    """A venv with the marker torch and a setuptools with bdist_wheel (>= 70.1): the build runs without isolation."""
-    py = _venv(path, index["custom_torch"])
-    subprocess.run([py, "-m", "pip", "install", "-q", "--index-url", index["url"], "-U", "setuptools"], check=True,
-                   env=_clean_pip_env())
-    return py
+    """A venv with the marker torch and a setuptools with bdist_wheel (>= 70.1): the build runs without isolation
+    (a copy of the module's template venv)."""
+    def make(where):
+        py = _venv(where, index)
+        subprocess.run([py, "-m", "pip", "install", "-q", "--index-url", index["url"], "-U", "setuptools"],
+                       check=True, env=_clean_pip_env())
+    return copy_venv(venv_template(index["templates"], "gpu", make), path)
 
 
 def _cudaext_args(venv, index, **extra):
@@ -339,7 +343,7 @@ def test_prebuilt_gpu_wheel_linked_to_another_cuda_is_refused_and_not_installed(
     files = {"sparkforge_gpuwheel/__init__.py": "", "sparkforge_gpuwheel/_k.so": (tmp_path / "k.so").read_bytes()}
     build_wheel(links, "sparkforge-gpuwheel", "1.0", files)
     venv = str(tmp_path / "venv")
-    py = _venv(venv, index["custom_torch"])
+    py = _venv(venv, index)
     before = _pip_list(py)
     entry = {"optional": True, "gpu_wheel": True, "methods": [{"method": "wheel"}]}
     result, rc = run_module("ml_packages", _args(venv, index, ["sparkforge-gpuwheel"], pins={}, find_links=[links],
@@ -354,7 +358,7 @@ def test_prebuilt_gpu_wheel_linked_to_another_cuda_is_refused_and_not_installed(
 
 def test_gpu_build_bad_arch_list_or_no_target_fails_before_anything(tmp_path, index):
     venv = str(tmp_path / "venv")
-    py = _venv(venv, index["custom_torch"])
+    py = _venv(venv, index)
     before = _pip_list(py)
     result, rc = run_module("ml_packages", _cudaext_args(venv, index, cuda_arch_list="9.0;sm90", audit_targets=["9.0"]))
     assert rc != 0 and "cuda_arch_list='9.0;sm90': 'sm90' is not an architecture" in result["msg"], result

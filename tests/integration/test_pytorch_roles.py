@@ -16,7 +16,7 @@ import sys
 
 import pytest
 
-from helpers import REPO
+from helpers import REPO, copy_venv, venv_template
 
 from sparkforge.api import extract_build_status
 
@@ -82,6 +82,17 @@ def test_latest_without_a_plan_fails_clearly(tmp_path, role, hint):
 
 
 @pytest.fixture(scope="module")
+def build_venv(tmp_path_factory):
+    """A venv with setuptools and wheel (what the source build needs), made once; each test works on its own copy
+    (helpers.copy_venv): the role adopts and changes that copy."""
+    def make(where):
+        subprocess.check_call([sys.executable, "-m", "venv", where])
+        subprocess.check_call([os.path.join(where, "bin", "python"), "-m", "pip", "install", "-q",
+                               "--disable-pip-version-check", "setuptools", "wheel"])
+    return venv_template(str(tmp_path_factory.mktemp("templates")), "build", make)
+
+
+@pytest.fixture(scope="module")
 def fixture_repo(tmp_path_factory):
     dest = str(tmp_path_factory.mktemp("fixture") / "pytorch")
     subprocess.check_call([sys.executable, os.path.join(FIXTURE, "make_repo.py"), dest], stdout=subprocess.DEVNULL)
@@ -89,12 +100,10 @@ def fixture_repo(tmp_path_factory):
 
 
 @pytest.mark.skipif(not os.path.exists(NVCC), reason="needs CUDA's nvcc in /usr/local/cuda")
-def test_source_build_through_the_role_reports_build_status_and_reruns_as_noop(tmp_path, fixture_repo):
+def test_source_build_through_the_role_reports_build_status_and_reruns_as_noop(tmp_path, fixture_repo, build_venv):
     """A real CUDA build of the fixture (sm_90, FIXTURE_PAUSE makes it last several polls)."""
     venv = tmp_path / "venv"
-    subprocess.check_call([sys.executable, "-m", "venv", str(venv)])
-    subprocess.check_call([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check",
-                           "setuptools", "wheel"])
+    copy_venv(build_venv, str(venv))
     role_vars = {
         "pytorch_version": "2.12.0", "pytorch_source": "source", "pytorch_venv": str(venv),
         # The test made the venv (no sparkforge marker): given to the role, adopted (issue 52).
@@ -139,11 +148,10 @@ def test_source_build_through_the_role_reports_build_status_and_reruns_as_noop(t
     assert data["stats"]["localhost"]["changed"] == 0
 
 
-def test_failed_source_build_prints_its_last_status_then_fails_with_the_modules_message(tmp_path, fixture_repo):
+def test_failed_source_build_prints_its_last_status_then_fails_with_the_modules_message(tmp_path, fixture_repo,
+                                                                                         build_venv):
     venv = tmp_path / "venv"
-    subprocess.check_call([sys.executable, "-m", "venv", str(venv)])
-    subprocess.check_call([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check",
-                           "setuptools", "wheel"])
+    copy_venv(build_venv, str(venv))
     role_vars = {
         "pytorch_version": "2.12.0", "pytorch_source": "source", "pytorch_venv": str(venv),
         # The test made the venv (no sparkforge marker): given to the role, adopted (issue 52).
@@ -166,14 +174,13 @@ def test_failed_source_build_prints_its_last_status_then_fails_with_the_modules_
     assert not os.path.exists(tmp_path / "wheels") or not os.listdir(tmp_path / "wheels")
 
 
-def test_acceptance_after_the_source_build_records_its_result_and_fails_over_budget(tmp_path, fixture_repo):
+def test_acceptance_after_the_source_build_records_its_result_and_fails_over_budget(tmp_path, fixture_repo,
+                                                                                      build_venv):
     """pytorch_acceptance: the fixture's own suites (test/run_test.py of the built tree) against the
     installed fixture wheel; all pass, then a run whose suites fail stops the role (a fleet builder then
     publishes nothing: the Build play's rescue skips the publish)."""
     venv = tmp_path / "venv"
-    subprocess.check_call([sys.executable, "-m", "venv", str(venv)])
-    subprocess.check_call([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check",
-                           "setuptools", "wheel"])
+    copy_venv(build_venv, str(venv))
     role_vars = {
         "pytorch_version": "2.12.0", "pytorch_source": "source", "pytorch_venv": str(venv),
         # The test made the venv (no sparkforge marker): given to the role, adopted (issue 52).
