@@ -9,7 +9,11 @@
 # wiped podman store costs seconds, not minutes.  arm64 runs through qemu-user (binfmt).
 #
 # Usage: molecule/shared/build-images.sh [amd64] [arm64]      (default: both)
+#        molecule/shared/build-images.sh --status ARCH...      prints, per arch, "current" (the image is there),
+#                                                              "cached" (its root tarball is) or "build"
 set -euo pipefail
+status_only=false
+if [ "${1:-}" = --status ]; then status_only=true; shift; fi
 
 SUITE=bookworm
 # What every host needs for Ansible and for the stack's build fixtures.  The roles still
@@ -47,6 +51,23 @@ enable_binfmt() {
 
 mkdir -p "$CACHE_DIR"
 
+recipe_hash() {  # recipe_hash ARCH: the label an image of this recipe carries
+  local packages=$PACKAGES_AMD64
+  [ "$1" = arm64 ] && packages=$PACKAGES_ARM64
+  printf '%s' "$RECIPE_VERSION $SUITE $1 $packages" | sha256sum | cut -c1-16
+}
+if $status_only; then
+  for arch in "${arches[@]}"; do
+    hash=$(recipe_hash "$arch")
+    have=$(podman image inspect --format '{{ index .Labels "sparkforge.recipe" }}' "localhost/sparkforge-bookworm:$arch" \
+           2>/dev/null || true)
+    if [ "$have" = "$hash" ]; then echo "$arch current"
+    elif [ -s "$CACHE_DIR/bookworm-$arch-$hash.tar" ]; then echo "$arch cached"
+    else echo "$arch build"; fi
+  done
+  exit 0
+fi
+
 mirror=$(debian_mirror)
 for arch in "${arches[@]}"; do
   case "$arch" in amd64|arm64) ;; *) echo "unsupported arch $arch (amd64, arm64)" >&2; exit 2;; esac
@@ -57,8 +78,7 @@ for arch in "${arches[@]}"; do
   [ "$arch" = arm64 ] && enable_binfmt
   packages=$PACKAGES_AMD64
   [ "$arch" = arm64 ] && packages=$PACKAGES_ARM64
-  recipe="$RECIPE_VERSION $SUITE $arch $packages"
-  hash=$(printf '%s' "$recipe" | sha256sum | cut -c1-16)
+  hash=$(recipe_hash "$arch")
   tag="localhost/sparkforge-bookworm:$arch"
   have=$(podman image inspect --format '{{ index .Labels "sparkforge.recipe" }}' "$tag" 2>/dev/null || true)
   if [ "$have" = "$hash" ]; then
