@@ -106,7 +106,8 @@ def arch_list_errors(entries, version, arch_min_version):
         minimum = arch_min_version.get(entry["base"])
         if minimum is None:
             errors.append(
-                "'%s': PyTorch does not know the arch %s; known names: %s"
+                "'%s': PyTorch does not know the arch %s; known names: %s (a release that accepts it goes in "
+                "sparkforge_torch_arch_min_version, roles/manifest/defaults/main/torch.yml)"
                 % (entry["name"], entry["base"], ", ".join(sorted(arch_min_version, key=version_tuple))))
             continue
         if have < version_tuple(minimum):
@@ -172,6 +173,23 @@ def default_arch_list(platform_class, capabilities, release, data):
     else:
         raise ArchListError("no cuda_arch_list given and no default for platform class %r" % platform_class)
     entries = parse_arch_list(text)
+    known = data.get("arch_min_version") or {}
+    nearest = []
+    for entry in entries:
+        # A GPU newer than the names PyTorch knows (GB300's 10.3 before sparkforge_torch_arch_min_version
+        # lists it): the highest known name of its major at or below it, whose SASS runs on it (cuda/arch.py).
+        if entry["base"] not in known and not entry["suffix"]:
+            below = [arch.parse_name(n) for n in known
+                     if arch.sass_runs_on(arch.capability(n)[0], arch.capability(n)[1], "",
+                                          (entry["major"], entry["minor"]))]
+            if below:
+                best = max(below, key=lambda e: (e["major"], e["minor"]))["base"]
+                nearest.append("%s -> %s (PyTorch knows no %s; SASS for %s runs on it)"
+                               % (entry["base"], best, entry["base"], best))
+                entry["base"] = best
+                entry["name"] = best + ("+PTX" if entry["ptx"] else "")
+    if nearest:
+        why += "; nearest known arch: " + ", ".join(nearest)
     swapped = []
     for trap_name in release.get("traps") or []:
         trap = (data.get("traps") or {}).get(trap_name) or {}

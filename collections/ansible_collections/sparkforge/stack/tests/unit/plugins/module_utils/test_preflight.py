@@ -386,3 +386,30 @@ def test_without_a_plan_the_same_rules_answer_for_the_host():
     assert without_plan([])["torch"] == {"list": "", "reason": "no plan and no GPU found: nothing to compile for"}
     with pytest.raises(ArchError, match="runtime_env_cuda_arch_list='sm90': 'sm90' is not an architecture"):
         without_plan(["sm_121"], "sm90", "runtime_env_cuda_arch_list")
+
+
+@pytest.mark.parametrize("capability, nearest", [("10.3", "10.0"), ("11.5", "11.0"), ("12.7", "12.1")])
+def test_a_gpu_class_newer_than_the_names_torch_knows_plans_the_nearest_known_arch_that_runs_on_it(
+        capability, nearest):
+    # A GPU class added as the guide says (a platforms.yml row, the class in good_for) on a capability that
+    # sparkforge_torch_arch_min_version does not list: the plan compiles the highest known name of the same
+    # major at or below it (its SASS runs there) and says so, rather than refusing the host.
+    m = manifest()
+    for entry in m["sparkforge_torch_releases"].values():
+        entry["good_for"] = list(entry.get("good_for") or []) + ["newclass"]
+    facts = spark_facts()
+    sm = "sm_" + capability.replace(".", "")
+    facts["gpus"][0].update(name="NVIDIA NEW", compute_capability=capability, sm=sm, platform_class="newclass")
+    facts.update(compute_capabilities=[capability], sm_archs=[sm], platform_class="newclass")
+    plan = pf.build_plan(facts, {}, m)
+    assert plan["torch"]["cuda_arch_list"] == nearest
+    assert "nearest known arch: %s -> %s" % (capability, nearest) in plan["torch"]["why"]
+
+
+def test_a_gpu_of_a_major_torch_does_not_know_is_refused_naming_the_data_to_add():
+    m = manifest()
+    facts = spark_facts()
+    facts["gpus"][0].update(compute_capability="13.0", sm="sm_130", platform_class="newclass")
+    facts.update(compute_capabilities=["13.0"], sm_archs=["sm_130"], platform_class="newclass")
+    with pytest.raises(pf.PlanError, match="PyTorch does not know the arch 13.0.*sparkforge_torch_arch_min_version"):
+        pf.build_plan(facts, {"torch_version": "2.11.0"}, m)
