@@ -83,8 +83,7 @@ options:
         C(index) source installs from, shown in the plan). C(latest) skips releases whose wheels need a newer
         Python than the host's (C(python_version) of O(host), or of this dict). C(venv) (the stack venv); with
         C(torch_source=existing) it must already hold the planned torch, else the host has a problem, and its torch's
-        C(torch.cuda.get_arch_list()) becomes every consumer's arch list. C(cuda_arch_list_variable) names the
-        variable that set C(cuda_arch_list) (shown as the reason in the plan's C(arch)). C(venv_python) (the
+        C(torch.cuda.get_arch_list()) becomes every consumer's arch list. C(venv_python) (the
         interpreter the venv is made with, C(pytorch_venv_python)) - a wheelhouse's wheels are matched against the
         Python of C(venv) when it exists, else of this interpreter, else of the host.
     type: dict

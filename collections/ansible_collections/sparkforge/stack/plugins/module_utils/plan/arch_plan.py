@@ -70,13 +70,14 @@ def for_plan(planned, planned_reason, overridden=False, source="source", install
     return block(planned, planned_reason)
 
 
-def without_plan(gpus, override="", variable="sparkforge_cuda_arch_list"):
+def without_plan(gpus, override=""):
     """A role run without preflight's plan (cluster.yml's runtime_env, a role on its own): the user's
-    ``variable`` when set, else this host's GPUs (``gpus``: gpu_facts' sm_archs or compute capabilities)."""
+    sparkforge_cuda_arch_list (``override``) when set, else this host's GPUs (``gpus``: gpu_facts' sm_archs or
+    compute capabilities)."""
     override = str(override or "").strip()
     if override:
-        return block(arch.to_torch(arch.parse_list(override, variable, allow_empty=False)),
-                     "set by %s (no plan: preflight did not run)" % variable)
+        return block(arch.to_torch(arch.parse_list(override, "sparkforge_cuda_arch_list", allow_empty=False)),
+                     "set by sparkforge_cuda_arch_list (no plan: preflight did not run)")
     names = [str(g).strip() for g in gpus or [] if str(g).strip()]
     entries = [arch.parse_name(g) if "." in g else arch.from_sm(g) for g in names]
     # A GPU's own capability is SASS for it: an 'a'/'f' suffix of gpu_facts' sm name says what it supports,

@@ -256,8 +256,8 @@ def ml_words(config):
 def build_plan(facts, config, manifest):
     """What each component will do on this host and why.
 
-    ``config``: components (list), torch_version, torch_source, cuda_arch_list (optional) and
-    cuda_arch_list_variable (the variable that set it), installed_archs (torch source existing: the venv's
+    ``config``: components (list), torch_version, torch_source, cuda_arch_list (optional: the user's
+    sparkforge_cuda_arch_list), installed_archs (torch source existing: the venv's
     torch.cuda.get_arch_list(), read on the host; installed_archs_unread: why it could not be) and venv,
     ml_profile, ml_packages, ml_pins, ml_extra_matrix (what the ml_packages role resolves).
     ``manifest``: sparkforge_torch_releases, sparkforge_triton_releases, sparkforge_torch_arch_min_version.
@@ -283,12 +283,11 @@ def build_plan(facts, config, manifest):
     try:
         arch = plan_arch_list(config.get("cuda_arch_list") or None, torch_version, release, klass, capabilities,
                               data, manifest.get("sparkforge_torch_fixes") or {},
-                              variable=config.get("cuda_arch_list_variable") or "sparkforge_cuda_arch_list")
+                              variable="sparkforge_cuda_arch_list")
     except JobError as exc:
         raise PlanError(str(exc))
     arch_list = arch["arch_list"]
-    arch_why = arch["why"] if not config.get("cuda_arch_list") else "set by %s" % (
-        config.get("cuda_arch_list_variable") or "sparkforge_cuda_arch_list")
+    arch_why = arch["why"] if not config.get("cuda_arch_list") else "set by sparkforge_cuda_arch_list"
     if arch["fixes_needed"]:
         arch_why += "; fixes applied: %s" % ", ".join(arch["fixes_needed"])
     # Each consumer's list with its reason (torch source existing: the venv's torch's own, as read on the host).

@@ -350,14 +350,13 @@ def test_the_plan_gives_each_consumer_its_arch_list_and_why():
     # Shown in the plan: each list once, with who compiles for it and where it came from.
     assert "  arch list %s for torch, domains, ml_builds, runtime  [%s]" % (torch["list"], torch["reason"]) \
         in pf.render_plan(plan, [])
-    # (b) an override, named by the variable the user set, validated for the release, for every consumer.
-    plan = pf.build_plan(spark_facts(), {"torch_source": "source", "cuda_arch_list": "12.0",
-                                         "cuda_arch_list_variable": "runtime_env_cuda_arch_list"}, m)
+    # (b) an override, named by the one variable, validated for the release, for every consumer.
+    plan = pf.build_plan(spark_facts(), {"torch_source": "source", "cuda_arch_list": "12.0"}, m)
     assert {c: plan["arch"][c]["list"] for c in CONSUMERS} == dict.fromkeys(CONSUMERS, "12.0")
-    assert all(plan["arch"][c]["reason"].startswith("set by runtime_env_cuda_arch_list") for c in CONSUMERS)
-    with pytest.raises(pf.PlanError, match="has no code for this host's GPU capability 12.1"):
-        pf.build_plan(spark_facts(), {"cuda_arch_list": "9.0", "cuda_arch_list_variable": "runtime_env_cuda_arch_list"},
-                      m)
+    assert all(plan["arch"][c]["reason"].startswith("set by sparkforge_cuda_arch_list") for c in CONSUMERS)
+    with pytest.raises(pf.PlanError, match="sparkforge_cuda_arch_list '9.0' has no code for this host's GPU "
+                                           "capability 12.1"):
+        pf.build_plan(spark_facts(), {"cuda_arch_list": "9.0"}, m)
     # (c) torch existing: the venv's torch's own list (read on the host by the plan), whatever the release's default.
     existing = {"torch_source": "existing", "venv": "/opt/v", "installed_archs": ["sm_90", "sm_120", "compute_120"]}
     plan = pf.build_plan(spark_facts(), existing, m)
@@ -382,10 +381,10 @@ def test_without_a_plan_the_same_rules_answer_for_the_host():
     # A GPU's own sm_121a names what it supports: its code is plain SASS for 12.1.
     assert got["runtime"]["list"] == "9.0;12.1"
     assert got["runtime"]["reason"].startswith("this host's GPUs (gpu_facts: sm_121a, sm_90, 12.1; no plan")
-    assert without_plan(["sm_121"], "12.0;9.0+PTX", "ml_packages_cuda_arch_list")["ml_builds"]["list"] == "9.0+PTX;12.0"
+    assert without_plan(["sm_121"], "12.0;9.0+PTX")["ml_builds"]["list"] == "9.0+PTX;12.0"
     assert without_plan([])["torch"] == {"list": "", "reason": "no plan and no GPU found: nothing to compile for"}
-    with pytest.raises(ArchError, match="runtime_env_cuda_arch_list='sm90': 'sm90' is not an architecture"):
-        without_plan(["sm_121"], "sm90", "runtime_env_cuda_arch_list")
+    with pytest.raises(ArchError, match="sparkforge_cuda_arch_list='sm90': 'sm90' is not an architecture"):
+        without_plan(["sm_121"], "sm90")
 
 
 @pytest.mark.parametrize("capability, nearest", [("10.3", "10.0"), ("11.5", "11.0"), ("12.7", "12.1")])

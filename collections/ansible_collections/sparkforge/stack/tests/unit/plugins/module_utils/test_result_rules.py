@@ -54,8 +54,8 @@ def test_binary_compatibility(entry, capability, runs):
 def test_an_explicit_arch_list_names_the_capability_it_misses_and_the_variable():
     with pytest.raises(tb.ArchListError) as caught:
         tb.plan_arch_list("9.0", "2.11.0", {}, "dgx_spark", ["12.1"], {"arch_min_version": {"9.0": "1.0"}}, {},
-                          variable="pytorch_cuda_arch_list")
-    assert "pytorch_cuda_arch_list '9.0' has no code for this host's GPU capability 12.1 (the host has 12.1)" \
+                          variable="sparkforge_cuda_arch_list")
+    assert "sparkforge_cuda_arch_list '9.0' has no code for this host's GPU capability 12.1 (the host has 12.1)" \
         in str(caught.value)
 
 
