@@ -123,8 +123,8 @@ PLAN_A_HOST = textwrap.dedent("""
              "cpu": {"arch": "aarch64", "cores": 20, "sve2": True},
              "memory": {"total_mib": 122502, "available_mib": 120000}, "disk": {}, "gpu_error": None}
     plan = preflight.build_plan(facts, {"python_version": "3.12.3"}, manifest)
-    print(json.dumps({"class": klass, "version": plan["torch"]["version"], "arch": plan["torch"]["cuda_arch_list"],
-                      "why": plan["torch"]["why"]}))
+    print(json.dumps({"class": klass, "version": plan["torch"]["version"], "arch": plan["arch"]["list"],
+                      "why": plan["arch"]["reason"]}))
 """)
 
 

@@ -1,7 +1,7 @@
 """runtime_env exports TORCH_CUDA_ARCH_LIST, so the user's own extension builds get the host's kernels.
 
 The role runs for real on this machine (local connection) with its profile script in a temporary
-directory: it exports the plan's list (sparkforge_plan.arch.runtime) when there is a plan, whatever else is set
+directory: it exports the plan's list (sparkforge_plan.arch) when there is a plan, whatever else is set
 (the plan decided, issue 45); without one (cluster.yml) the same rules answer (arch_without_plan:
 sparkforge_cuda_arch_list, else the host's GPUs, sm_archs); runtime_env_export_arch_list=false exports nothing, and a
 bad value fails before the script is written.
@@ -46,7 +46,7 @@ def _run(tmp_path, *extra):
 @pytest.mark.parametrize("extra, line", [
     ((), "export TORCH_CUDA_ARCH_LIST=12.1\n"),
     # The plan's list, not the host's GPU (sm_121 -> 12.1): the plan decided.
-    (('{"sparkforge_plan": {"arch": {"runtime": {"list": "12.0", "reason": "default for platform class dgx_spark"}}}}',),
+    (('{"sparkforge_plan": {"arch": {"list": "12.0", "reason": "default for platform class dgx_spark"}}}',),
      "export TORCH_CUDA_ARCH_LIST=12.0\n"),
     (("sparkforge_cuda_arch_list=9.0;12.0+PTX",), "export TORCH_CUDA_ARCH_LIST='9.0;12.0+PTX'\n"),
     (("runtime_env_export_arch_list=false",), None),

@@ -11,8 +11,8 @@ DOCUMENTATION = r"""
 name: arch_without_plan
 short_description: each consumer's CUDA arch list when no plan was made
 description:
-  - The same block as the plan's C(sparkforge_plan.arch) (C(torch), C(domains), C(ml_builds), C(runtime), each
-    with C(list) and C(reason)), for a role run where preflight did not run (cluster.yml's runtime_env, a role
+  - The same as the plan's C(sparkforge_plan.arch) (C(list) and C(reason)), for a role run where preflight did not
+    run (cluster.yml's runtime_env, a role
     on its own). The user's variable when set (checked by the one arch parser, module_utils/cuda/arch.py),
     else this host's GPUs in TORCH_CUDA_ARCH_LIST form (C(sm_121) -> C(12.1)).
   - A name that is not an architecture fails the task, naming the variable.
@@ -35,12 +35,12 @@ EXAMPLES = r"""
     my_arch_list: >-
       {{ (sparkforge_plan.arch if (sparkforge_plan | default({})).arch is defined
           else ansible_facts.sparkforge.sm_archs | sparkforge.stack.arch_without_plan(sparkforge_cuda_arch_list)
-         ).runtime.list }}
+         ).list }}
 """
 
 RETURN = r"""
 _value:
-  description: For each of C(torch), C(domains), C(ml_builds) and C(runtime), a dict with C(list) and C(reason).
+  description: C(list) (TORCH_CUDA_ARCH_LIST form, C(9.0;12.1)) and C(reason) (where it came from).
   type: dict
 """
 

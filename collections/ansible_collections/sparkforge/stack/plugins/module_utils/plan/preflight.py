@@ -236,7 +236,7 @@ def cxx_builds(items, config, plan, manifest, compiler):
         build = cxx_std.plan_build(item["name"], release, item["gpu_build"], torch, releases,
                                    manifest.get("sparkforge_cxx_min_compilers"), compiler,
                                    prereqs=item["source"]["prereqs"])
-        build["arch_list"] = ((plan.get("arch") or {}).get("ml_builds") or {}).get("list")
+        build["arch_list"] = (plan.get("arch") or {}).get("list")
         builds.append(build)
         blocking = canonical_name(item["name"]) in asked or not item["optional"]
         for message in build["problems"]:
@@ -290,10 +290,10 @@ def build_plan(facts, config, manifest):
     arch_why = arch["why"] if not config.get("cuda_arch_list") else "set by sparkforge_cuda_arch_list"
     if arch["fixes_needed"]:
         arch_why += "; fixes applied: %s" % ", ".join(arch["fixes_needed"])
-    # Each consumer's list with its reason (torch source existing: the venv's torch's own, as read on the host).
+    # The one list with its reason (torch source existing: the venv's torch's own, as read on the host).
     archs = arch_plan.for_plan(arch_list, arch_why, bool(config.get("cuda_arch_list")), source,
                                config.get("installed_archs"), config.get("venv"), config.get("installed_archs_unread"))
-    arch_list, arch_why = archs["torch"]["list"], archs["torch"]["reason"]
+    arch_list, arch_why = archs["list"], archs["reason"]
     triton_version = release["triton"]
     triton_release = manifest.get("sparkforge_triton_releases", {}).get(triton_version, {})
 
@@ -354,10 +354,9 @@ def build_plan(facts, config, manifest):
         "compiles": needs,
         "platform_class": klass,
         "compute_capabilities": capabilities,
-        # The arch list of each consumer (arch_plan.CONSUMERS), with its reason; torch.cuda_arch_list is the
-        # torch one (the same text, for the plan's readers of the torch block).
+        # The one arch list every build compiles for, with its reason (arch_plan.py).
         "arch": archs,
-        "torch": {"version": torch_version, "source": source, "cuda_arch_list": arch_list, "why": arch_why,
+        "torch": {"version": torch_version, "source": source,
                   "index_url": config.get("index_url") if source == "index" else None,
                   "wheel": (release.get("wheels") or {}).get(facts["cpu"]["arch"]),
                   "wheel_archs": ((manifest.get("sparkforge_torch_wheel_archs") or {}).get(torch_version)
@@ -398,11 +397,9 @@ def render_plan(plan, host_problems):
     for item in plan["steps"]:
         lines.append("  %-13s %-9s %s  [%s]" % (item["component"], item["action"], item["detail"], item["why"]))
     # Each arch list once, with the consumers that compile for it and where it came from.
-    archs = plan.get("arch") or {}
-    for text in sorted(set(a["list"] for a in archs.values())):
-        users = [c for c in arch_plan.CONSUMERS if c in archs and archs[c]["list"] == text]
-        lines.append("  arch list %s for %s  [%s]" % (text or "(none)", ", ".join(users),
-                                                      arch_plan.source_of(archs[users[0]], users[0])))
+    archs = plan.get("arch")
+    if archs:
+        lines.append("  arch list %s for %s  [%s]" % (archs["list"] or "(none)", arch_plan.USERS, archs["reason"]))
     if host_problems:
         lines.append("blocked by %d problem(s):" % len(host_problems))
         for item in host_problems:
