@@ -6,6 +6,7 @@ what the change takes; the suites are the guide's own ``python -m pytest`` line.
 the guide's example (another release, other GPU classes: a Thor-like sm_110, a GB300-like sm_103, an unnamed
 12.x), the example's names swapped for the variant's."""
 
+import json
 import os
 import re
 import shutil
@@ -133,7 +134,6 @@ def plan_a_host(tree, name, capability):
     done = subprocess.run([sys.executable, "-c", PLAN_A_HOST, name, capability], cwd=str(tree), env=env,
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
-    import json
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
