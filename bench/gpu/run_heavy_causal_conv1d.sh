@@ -25,7 +25,7 @@ grep -n "if 'arch' in flag" "$("$PY" -c 'import torch.utils.cpp_extension as c; 
 site=$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 before=$(ls -d "$site"/causal_conv1d* 2>/dev/null | wc -l)
 extra=()
-[ "$VARIANT" = refused ] && extra=(-e ml_packages_cuda_arch_list=8.0)
+[ "$VARIANT" = refused ] && extra=(-e sparkforge_cuda_arch_list=8.0)
 start=$(date +%s)
 "$PY" /tmp/site/bin/ansible-playbook bench/gpu/heavy.yml -i bench/gpu/inventory.yml \
   -e heavy_out="$OUT" -e ml_packages_profile= -e '{"ml_packages_packages": ["causal-conv1d"]}' \

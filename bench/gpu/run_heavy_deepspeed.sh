@@ -94,7 +94,7 @@ else
 fi
 if [ "$VARIANT" != host ]; then
   before=$(op_sha)
-  play refused -e ml_packages_cuda_arch_list=8.0; rc_refused=$?
+  play refused -e sparkforge_cuda_arch_list=8.0; rc_refused=$?
   after=$(op_sha)
   echo "fused_adam_op sha256 before the refused run: ${before:-none}; after: ${after:-none}"
   [ -n "$before" ] && [ "$before" = "$after" ] && echo "refused run: the installed op is unchanged" \

@@ -221,9 +221,9 @@ def test_check_mode_on_a_provisioned_host_changes_nothing(tmp_path, template_ven
 
 @pytest.mark.parametrize("source", ["index", "wheelhouse"])
 def test_check_mode_reports_the_torch_install_and_changes_nothing(tmp_path, template_venv, source):
-    # One role's spelling of the arch list, set alone, goes through the plan: validated there and named as the
-    # reason for every consumer (issue 45).
-    more = {"runtime_env_cuda_arch_list": "9.0;10.0"} if source == "index" else {}
+    # The one arch input goes through the plan: validated there and named as the reason for every consumer
+    # (issues 45, 55).
+    more = {"sparkforge_cuda_arch_list": "9.0;10.0"} if source == "index" else {}
     host = make_host(tmp_path, template_venv, source, torch=False, components=TORCH_ONLY, more=more)
     if source == "wheelhouse":
         # The planned torch wheel (preflight refuses a wheelhouse without it: docs/bad-inputs.md W13).
@@ -239,7 +239,7 @@ def test_check_mode_reports_the_torch_install_and_changes_nothing(tmp_path, temp
     assert task_status(out, "Install the paired libraries") == "changed", out[-4000:]
     assert recap["changed"] > 0
     if more:
-        assert "arch list 9.0;10.0 for torch, domains, ml_builds, runtime [set by runtime_env_cuda_arch_list]" \
+        assert "arch list 9.0;10.0 for torch, domains, ml_builds, runtime [set by sparkforge_cuda_arch_list]" \
             in " ".join(out.split()), out[-4000:]
     assert snapshot(*watched(host)) == before
 

@@ -112,7 +112,7 @@ def test_source_build_through_the_role_reports_build_status_and_reruns_as_noop(t
         "pytorch_wheel_dir": str(tmp_path / "wheels"),
         "pytorch_features": {"cudnn": False, "nccl": False, "cusparselt": False},
         "pytorch_build_deps": "check", "pytorch_jobs": 1, "pytorch_build_poll": 1, "pytorch_build_poll_max": 2,
-        "pytorch_cuda_arch_list": "9.0", "pytorch_extra_env": {"FIXTURE_PAUSE": "2"},
+        "sparkforge_cuda_arch_list": "9.0", "pytorch_extra_env": {"FIXTURE_PAUSE": "2"},
     }
     tasks = [{"name": "include the role", "ansible.builtin.include_role": {"name": "sparkforge.stack.pytorch"},
               "vars": role_vars}]
@@ -159,7 +159,7 @@ def test_failed_source_build_prints_its_last_status_then_fails_with_the_modules_
         "pytorch_repo": fixture_repo, "pytorch_build_dir": str(tmp_path / "build"),
         "pytorch_wheel_dir": str(tmp_path / "wheels"), "pytorch_features": {"cuda": False},
         "pytorch_build_deps": "check", "pytorch_jobs": 1, "pytorch_build_poll": 1, "pytorch_build_poll_max": 2,
-        "pytorch_cuda_arch_list": "9.0",
+        "sparkforge_cuda_arch_list": "9.0",
         # The fixture then builds a wheel of another version: the module refuses to publish it.
         "pytorch_extra_env": {"PYTORCH_BUILD_VERSION": "2.12.1"},
     }
@@ -188,7 +188,7 @@ def test_acceptance_after_the_source_build_records_its_result_and_fails_over_bud
         "pytorch_repo": fixture_repo, "pytorch_build_dir": str(tmp_path / "build"),
         "pytorch_wheel_dir": str(tmp_path / "wheels"), "pytorch_features": {"cuda": False},
         "pytorch_build_deps": "check", "pytorch_jobs": 1, "pytorch_build_poll": 1, "pytorch_build_poll_max": 2,
-        "pytorch_cuda_arch_list": "9.0", "pytorch_acceptance": True, "pytorch_acceptance_packages": ["pytest"],
+        "sparkforge_cuda_arch_list": "9.0", "pytorch_acceptance": True, "pytorch_acceptance_packages": ["pytest"],
         "pytorch_acceptance_suites": ["test_cuda", {"name": "test_transformers", "k": "sdpa"}],
     }
     tasks = [{"name": "include the role", "ansible.builtin.include_role": {"name": "sparkforge.stack.pytorch"},
@@ -228,7 +228,7 @@ def test_source_build_in_check_mode_reports_the_build_and_install_and_writes_not
         "pytorch_repo": fixture_repo, "pytorch_build_dir": str(tmp_path / "build"),
         "pytorch_wheel_dir": str(tmp_path / "wheels"), "pytorch_features": {"cuda": False},
         "pytorch_build_deps": "check", "pytorch_jobs": 1, "pytorch_build_poll": 1, "pytorch_build_poll_max": 2,
-        "pytorch_cuda_arch_list": "9.0",
+        "sparkforge_cuda_arch_list": "9.0",
     }
     facts = {"sparkforge": {"platform_class": "hopper", "compute_capabilities": ["9.0"]}}
     tasks = [{"name": "GPU facts", "ansible.builtin.set_fact": {"ansible_facts": facts}},

@@ -32,6 +32,7 @@ from ansible_collections.sparkforge.stack.plugins.module_utils.host import host_
 from ansible_collections.sparkforge.stack.plugins.module_utils._common import run_env  # noqa: E402
 from ansible_collections.sparkforge.stack.plugins.module_utils.packages import pip_env  # noqa: E402
 from ansible_collections.sparkforge.stack.plugins.module_utils.build import torch_build as tb  # noqa: E402
+from ansible_collections.sparkforge.stack.plugins.module_utils.cuda import arch  # noqa: E402
 from ansible_collections.sparkforge.stack.plugins.module_utils.build import torch_result as tr  # noqa: E402
 
 ZIP_DATE = (2026, 1, 1, 0, 0, 0)
@@ -132,11 +133,11 @@ def test_an_explicit_arch_list_must_cover_every_gpu_of_the_host(arch_list, gpus,
 
 
 def test_the_binary_compatibility_rules():
-    entry = tb.parse_arch_list
-    assert tb.runs_on(entry("12.0")[0], "12.1") and not tb.runs_on(entry("12.1")[0], "12.0")
-    assert not tb.runs_on(entry("12.0a")[0], "12.1") and tb.runs_on(entry("12.1a")[0], "12.1")
-    assert tb.runs_on(entry("9.0+PTX")[0], "12.1") and not tb.runs_on(entry("9.0")[0], "12.1")
-    assert tb.runs_on(entry("12.0f")[0], "12.1") and not tb.runs_on(entry("12.0f")[0], "13.0")
+    entry = arch.parse_list
+    assert arch.runs_on("12.0", "12.1") and not arch.runs_on("12.1", "12.0")
+    assert not arch.runs_on("12.0a", "12.1") and arch.runs_on("12.1a", "12.1")
+    assert arch.runs_on("9.0+PTX", "12.1") and not arch.runs_on("9.0", "12.1")
+    assert arch.runs_on("12.0f", "12.1") and not arch.runs_on("12.0f", "13.0")
     assert tb.uncovered_capabilities(entry("8.0;9.0;10.0;11.0;12.0+PTX"), ["9.0", "12.1"]) == []
 
 

@@ -1,9 +1,10 @@
 """runtime_env exports TORCH_CUDA_ARCH_LIST, so the user's own extension builds get the host's kernels.
 
 The role runs for real on this machine (local connection) with its profile script in a temporary
-directory: it exports the plan's list (sparkforge_plan.arch.runtime) when there is a plan, whatever else is set
-(the plan decided, issue 45); without one (cluster.yml) the same rules answer (arch_without_plan: the variable,
-else the host's GPUs, sm_archs); 'none' exports nothing, and a bad value fails before the script is written.
+directory: it exports the plan's list (sparkforge_plan.arch) when there is a plan, whatever else is set
+(the plan decided, issue 45); without one (cluster.yml) the same rules answer (arch_without_plan:
+sparkforge_cuda_arch_list, else the host's GPUs, sm_archs); runtime_env_export_arch_list=false exports nothing, and a
+bad value fails before the script is written.
 """
 
 import os
@@ -45,10 +46,10 @@ def _run(tmp_path, *extra):
 @pytest.mark.parametrize("extra, line", [
     ((), "export TORCH_CUDA_ARCH_LIST=12.1\n"),
     # The plan's list, not the host's GPU (sm_121 -> 12.1): the plan decided.
-    (('{"sparkforge_plan": {"arch": {"runtime": {"list": "12.0", "reason": "default for platform class dgx_spark"}}}}',),
+    (('{"sparkforge_plan": {"arch": {"list": "12.0", "reason": "default for platform class dgx_spark"}}}',),
      "export TORCH_CUDA_ARCH_LIST=12.0\n"),
-    (("runtime_env_cuda_arch_list=9.0;12.0+PTX",), "export TORCH_CUDA_ARCH_LIST='9.0;12.0+PTX'\n"),
-    (("runtime_env_cuda_arch_list=none",), None),
+    (("sparkforge_cuda_arch_list=9.0;12.0+PTX",), "export TORCH_CUDA_ARCH_LIST='9.0;12.0+PTX'\n"),
+    (("runtime_env_export_arch_list=false",), None),
 ])
 def test_profile_exports_the_arch_list(tmp_path, extra, line):
     rc, out, script = _run(tmp_path, *extra)
@@ -60,6 +61,6 @@ def test_profile_exports_the_arch_list(tmp_path, extra, line):
 
 
 def test_bad_arch_list_fails_before_the_script_is_written(tmp_path):
-    rc, out, script = _run(tmp_path, "runtime_env_cuda_arch_list=sm90")
+    rc, out, script = _run(tmp_path, "sparkforge_cuda_arch_list=sm90")
     assert rc == 2 and script is None
-    assert "runtime_env_cuda_arch_list='sm90': 'sm90' is not an architecture like 9.0" in out
+    assert "sparkforge_cuda_arch_list='sm90': 'sm90' is not an architecture like 9.0" in out

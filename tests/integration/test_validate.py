@@ -239,10 +239,10 @@ def test_protected_dirs_are_the_collection_and_its_checkout():
 def test_an_empty_value_a_role_default_can_render_is_accepted_and_one_it_cannot_is_refused():
     """A role default that is a template which falls back to empty (cluster_fabric_interface's
     ``{{ sparkforge_fabric_interface | default('') }}``), or forwards a variable whose rule allows empty
-    (runtime_env_cuda_arch_list's ``{{ sparkforge_cuda_arch_list }}``), documents empty as one of its values: the
+    (a variable whose rule allows empty, as sparkforge_cuda_arch_list's does), documents empty as one of its values: the
     same value given by a user (cluster.yml's play holds these roles' defaults) is accepted. A template that
     forwards a non-empty value (pytorch_venv's ``{{ sparkforge_venv }}``) does not."""
-    for name in ("cluster_fabric_interface", "cluster_fabric_address", "runtime_env_cuda_arch_list"):
+    for name in ("cluster_fabric_interface", "cluster_fabric_address", "sparkforge_cuda_arch_list"):
         values, errors = validate.check({name: ""}, SPECS)
         assert errors == [] and values[name] == "", (name, errors)
     values, errors = validate.check({"cluster_fabric_apply_command": []}, SPECS)

@@ -110,8 +110,8 @@ def run_book(host, book, *extra):
 RUNS = [
     pytest.param("playbooks/spark.yml", ["N01", "N03", "N04", "N05", "N06", "N10", "N11", "N12", "V02", "V03",
                                          "V04", "V05", "V12", "V15", "V18", "V19", "P01", "P03", "P04", "P05",
-                                         "P06", "P07", "P08", "P09", "P11", "P13", "P15", "V22", "P16", "F57", "F58",
-                                         "F59", "F60", "F61", "F62", "F64", "F66", "F67"],
+                                         "P06", "P07", "P08", "P09", "P11", "P13", "P15", "V22", "P16", "F58", "N13",
+                                         "F60", "F61", "F62", "F64", "F66", "F67"],
                  id="spark"),
     pytest.param("playbooks/rollback.yml", ["V06", "N08", "V20"], id="rollback-two"),
     pytest.param("playbooks/rollback.yml", ["V08", "V10", "V21"], id="rollback-float"),

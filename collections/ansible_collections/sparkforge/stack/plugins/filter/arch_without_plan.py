@@ -11,12 +11,12 @@ DOCUMENTATION = r"""
 name: arch_without_plan
 short_description: each consumer's CUDA arch list when no plan was made
 description:
-  - The same block as the plan's C(sparkforge_plan.arch) (C(torch), C(domains), C(ml_builds), C(runtime), each
-    with C(list) and C(reason)), for a role run where preflight did not run (cluster.yml's runtime_env, a role
+  - The same as the plan's C(sparkforge_plan.arch) (C(list) and C(reason)), for a role run where preflight did not
+    run (cluster.yml's runtime_env, a role
     on its own). The user's variable when set (checked by the one arch parser, module_utils/cuda/arch.py),
     else this host's GPUs in TORCH_CUDA_ARCH_LIST form (C(sm_121) -> C(12.1)).
   - A name that is not an architecture fails the task, naming the variable.
-positional: override, variable
+positional: override
 options:
   _input:
     description: The host's GPUs, as gpu_facts' C(sm_archs) (C(sm_121)) or C(compute_capabilities) (C(12.1)).
@@ -24,13 +24,9 @@ options:
     elements: str
     required: true
   override:
-    description: The user's arch list (empty for none).
+    description: The user's arch list, C(sparkforge_cuda_arch_list) (empty for none).
     type: str
     default: ''
-  variable:
-    description: The variable that holds it (named in the reason and in an error).
-    type: str
-    default: sparkforge_cuda_arch_list
 """
 
 EXAMPLES = r"""
@@ -38,13 +34,13 @@ EXAMPLES = r"""
   ansible.builtin.set_fact:
     my_arch_list: >-
       {{ (sparkforge_plan.arch if (sparkforge_plan | default({})).arch is defined
-          else ansible_facts.sparkforge.sm_archs | sparkforge.stack.arch_without_plan('', 'runtime_env_cuda_arch_list')
-         ).runtime.list }}
+          else ansible_facts.sparkforge.sm_archs | sparkforge.stack.arch_without_plan(sparkforge_cuda_arch_list)
+         ).list }}
 """
 
 RETURN = r"""
 _value:
-  description: For each of C(torch), C(domains), C(ml_builds) and C(runtime), a dict with C(list) and C(reason).
+  description: C(list) (TORCH_CUDA_ARCH_LIST form, C(9.0;12.1)) and C(reason) (where it came from).
   type: dict
 """
 
@@ -54,9 +50,9 @@ from ansible_collections.sparkforge.stack.plugins.module_utils.cuda.arch import 
 from ansible_collections.sparkforge.stack.plugins.module_utils.plan.arch_plan import without_plan
 
 
-def arch_without_plan(gpus, override="", variable="sparkforge_cuda_arch_list"):
+def arch_without_plan(gpus, override=""):
     try:
-        return without_plan(gpus, override, variable)
+        return without_plan(gpus, override)
     except ArchError as exc:
         raise AnsibleFilterError(str(exc))
 

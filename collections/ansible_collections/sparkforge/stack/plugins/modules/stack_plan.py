@@ -83,8 +83,7 @@ options:
         C(index) source installs from, shown in the plan). C(latest) skips releases whose wheels need a newer
         Python than the host's (C(python_version) of O(host), or of this dict). C(venv) (the stack venv); with
         C(torch_source=existing) it must already hold the planned torch, else the host has a problem, and its torch's
-        C(torch.cuda.get_arch_list()) becomes every consumer's arch list. C(cuda_arch_list_variable) names the
-        variable that set C(cuda_arch_list) (shown as the reason in the plan's C(arch)). C(venv_python) (the
+        C(torch.cuda.get_arch_list()) becomes every consumer's arch list. C(venv_python) (the
         interpreter the venv is made with, C(pytorch_venv_python)) - a wheelhouse's wheels are matched against the
         Python of C(venv) when it exists, else of this interpreter, else of the host.
     type: dict
@@ -215,11 +214,10 @@ plan:
   sample:
     platform_class: dgx_spark
     compute_capabilities: ["12.1"]
-    # arch: each consumer's (torch, domains, ml_builds, runtime) arch list and where it came from.
-    arch:
-      torch: {list: "12.0", reason: "default for platform class dgx_spark"}
-      runtime: {list: "12.0", reason: "default for platform class dgx_spark; exported as TORCH_CUDA_ARCH_LIST ..."}
-    torch: {version: "2.11.0", source: source, cuda_arch_list: "12.0", why: "the host's GPUs (sm_121)"}
+    # arch: the one CUDA arch list every build compiles for (torch, domains, ML GPU builds, runtime_env's export)
+    # and where it came from.
+    arch: {list: "12.0", reason: "default for platform class dgx_spark"}
+    torch: {version: "2.11.0", source: source}
     triton: {version: "3.6.0", llvm_commit: f6ded0be897e2878612dd903f7e8bb85448269e5}
     torchvision: "0.26.0"
     torchaudio: "2.11.0"

@@ -59,35 +59,17 @@ def version_tuple(text):
 
 # ---------------------------------------------------------------- arch lists
 
-def parse_arch_list(value):
-    """Split a TORCH_CUDA_ARCH_LIST ('8.0;9.0 12.0+PTX' or a list) into entries (cuda/arch.py reads them).
-
-    Each entry: cuda.arch's fields plus 'name' (the text) and 'suffix' (the variant: '', 'a' or 'f').
-    Raises ArchListError for text that is not an arch name.
-    """
+def _parse(value):
+    """cuda/arch.py's entries of a TORCH_CUDA_ARCH_LIST; a name that is not one is this module's ArchListError."""
     try:
-        entries = arch.parse_list(value, "TORCH_CUDA_ARCH_LIST")
+        return arch.parse_list(value, "TORCH_CUDA_ARCH_LIST")
     except arch.ArchError as exc:
         raise ArchListError(str(exc))
-    for entry in entries:
-        entry["name"], entry["suffix"] = entry["text"], entry["variant"]
-    return entries
-
-
-def format_arch_list(entries):
-    """Canonical ';'-joined list: sorted by capability, duplicates merged (read again from each name,
-    which plan_arch_list may have swapped)."""
-    return arch.to_torch([arch.parse_name(entry["name"]) for entry in entries])
-
-
-def runs_on(entry, capability):
-    """Whether an arch list entry gives code a GPU of ``capability`` ('12.1') runs (cuda/arch.py's rules)."""
-    return arch.runs_on(entry["name"], capability)
 
 
 def uncovered_capabilities(entries, capabilities):
     """The host's GPU capabilities for which no entry of the arch list has code, in order."""
-    return [c for c in capabilities if not any(runs_on(e, c) for e in entries)]
+    return [c for c in capabilities if not any(arch.runs_on(e, c) for e in entries)]
 
 
 def arch_list_errors(entries, version, arch_min_version):
@@ -97,23 +79,24 @@ def arch_list_errors(entries, version, arch_min_version):
     if not entries:
         errors.append("the arch list is empty: name at least one compute capability (e.g. 12.0)")
     for entry in entries:
-        if entry["suffix"] == "f":
+        if entry["variant"] == "f":
             errors.append(
                 "'%s': family ('f') targets are refused: torch.utils.cpp_extension (torchvision, torchaudio and "
                 "every extension build) rejects them; use '%s' (SASS for %s runs on every later %s.x GPU)"
-                % (entry["name"], entry["base"], entry["base"], entry["base"].split(".")[0]))
+                % (entry["text"], entry["base"], entry["base"], entry["base"].split(".")[0]))
             continue
         minimum = arch_min_version.get(entry["base"])
         if minimum is None:
             errors.append(
-                "'%s': PyTorch does not know the arch %s; known names: %s"
-                % (entry["name"], entry["base"], ", ".join(sorted(arch_min_version, key=version_tuple))))
+                "'%s': PyTorch does not know the arch %s; known names: %s (a release that accepts it goes in "
+                "sparkforge_torch_arch_min_version, roles/manifest/defaults/main/torch.yml)"
+                % (entry["text"], entry["base"], ", ".join(sorted(arch_min_version, key=version_tuple))))
             continue
         if have < version_tuple(minimum):
             errors.append(
                 "'%s': torch %s rejects it (\"Unknown CUDA arch (%s)\"); it is accepted from torch %s on: "
                 "pick a newer release or a lower arch (SASS for X.0 runs on every X.y GPU)"
-                % (entry["name"], version, entry["base"], minimum))
+                % (entry["text"], version, entry["base"], minimum))
     return errors
 
 
@@ -171,20 +154,35 @@ def default_arch_list(platform_class, capabilities, release, data):
         why = "no GPU facts: the official aarch64 cu130 list"
     else:
         raise ArchListError("no cuda_arch_list given and no default for platform class %r" % platform_class)
-    entries = parse_arch_list(text)
+    entries = _parse(text)
+    known = data.get("arch_min_version") or {}
+    nearest = []
+    for i, entry in enumerate(entries):
+        # A GPU newer than the names PyTorch knows (GB300's 10.3 before sparkforge_torch_arch_min_version
+        # lists it): the highest known name of its major at or below it, whose SASS runs on it (cuda/arch.py).
+        if entry["base"] not in known and not entry["variant"]:
+            below = [arch.parse_name(n) for n in known
+                     if arch.sass_runs_on(arch.capability(n)[0], arch.capability(n)[1], "",
+                                          (entry["major"], entry["minor"]))]
+            if below:
+                best = max(below, key=lambda e: (e["major"], e["minor"]))["base"]
+                nearest.append("%s -> %s (PyTorch knows no %s; SASS for %s runs on it)"
+                               % (entry["base"], best, entry["base"], best))
+                entries[i] = arch.parse_name(best + ("+PTX" if entry["ptx"] else ""))
+    if nearest:
+        why += "; nearest known arch: " + ", ".join(nearest)
     swapped = []
     for trap_name in release.get("traps") or []:
         trap = (data.get("traps") or {}).get(trap_name) or {}
         bad = set(trap.get("archs") or [])
         safe = trap.get("safe_arch")
-        for entry in entries:
+        for i, entry in enumerate(entries):
             if entry["base"] in bad and safe:
                 swapped.append("%s -> %s (%s)" % (entry["base"], safe, trap_name))
-                entry["base"] = safe
-                entry["name"] = safe + entry["suffix"] + ("+PTX" if entry["ptx"] else "")
+                entries[i] = arch.parse_name(safe + entry["variant"] + ("+PTX" if entry["ptx"] else ""))
     if swapped:
         why += "; trap avoided: " + ", ".join(swapped)
-    return format_arch_list(entries), why
+    return arch.to_torch(entries), why
 
 
 def plan_arch_list(requested, version, release, platform_class, capabilities, data, fixes,
@@ -196,7 +194,7 @@ def plan_arch_list(requested, version, release, platform_class, capabilities, da
     """
     coverage = None
     if requested:
-        entries = parse_arch_list(requested)
+        entries = _parse(requested)
         why = "given"
         # An explicit list must give every GPU of this host code it runs (a build without it is useless).
         missing = uncovered_capabilities(entries, capabilities or [])
@@ -208,7 +206,7 @@ def plan_arch_list(requested, version, release, platform_class, capabilities, da
                 % (variable, requested, ", ".join(missing), ", ".join(capabilities), " and ".join(missing), variable))
     else:
         text, why = default_arch_list(platform_class, capabilities, release, data)
-        entries = parse_arch_list(text)
+        entries = _parse(text)
     errors = arch_list_errors(entries, version, data.get("arch_min_version") or {})
     if coverage and not errors:
         raise ArchListError(coverage)
@@ -220,8 +218,8 @@ def plan_arch_list(requested, version, release, platform_class, capabilities, da
     if errors:
         raise ArchListError(
             "cuda_arch_list %r cannot be built with torch %s:\n- %s"
-            % (format_arch_list(entries) if entries else requested, version, "\n- ".join(errors)))
-    return {"arch_list": format_arch_list(entries), "why": why, "fixes_needed": need}
+            % (arch.to_torch(entries) if entries else requested, version, "\n- ".join(errors)))
+    return {"arch_list": arch.to_torch(entries), "why": why, "fixes_needed": need}
 
 
 def python_allowed(entry, python_version):

@@ -196,7 +196,7 @@ class TorchWheelJob(Job):
 
         arch = tb.plan_arch_list(p["cuda_arch_list"], version, release, p["platform_class"],
                                  p["compute_capabilities"], data, fixes_data,
-                                 variable="cuda_arch_list (pytorch_cuda_arch_list)")
+                                 variable="cuda_arch_list (sparkforge_cuda_arch_list)")
         fix_names = tb.select_fixes(release, arch["fixes_needed"], fixes_data, p["fixes"])
         machine = p["machine"] or platform.machine()
 

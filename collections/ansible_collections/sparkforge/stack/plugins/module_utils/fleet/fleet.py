@@ -45,7 +45,7 @@ def class_key(host):
 
     ``host`` holds ``arch`` (CPU arch), ``capabilities`` (list of "12.1"-style strings),
     ``distribution`` and ``distribution_version``, ``python_version``, ``cuda_major`` and
-    ``plan`` (preflight's sparkforge_plan: torch.version, torch.cuda_arch_list,
+    ``plan`` (preflight's sparkforge_plan: torch.version, arch.list,
     triton.version, triton.llvm_commit).
     """
     missing = [k for k in ("arch", "capabilities", "distribution", "distribution_version", "python_version",
@@ -63,7 +63,7 @@ def class_key(host):
         "cuda_major": str(host["cuda_major"]),
         "torch_source": str(torch.get("source") or ""),
         "torch_version": str(torch.get("version") or ""),
-        "cuda_arch_list": str(torch.get("cuda_arch_list") or ""),
+        "cuda_arch_list": str((plan.get("arch") or {}).get("list") or ""),
         "triton_version": str(triton.get("version") or ""),
         "llvm_commit": str(triton.get("llvm_commit") or ""),
     }

@@ -1,14 +1,16 @@
 # -*- coding: utf-8 -*-
 # Copyright: sparkforge developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The arch list each consumer compiles for, with the reason: decided here, once, and published by the plan
-as ``sparkforge_plan.arch.<consumer>`` = {list, reason}; the roles only read it.
+"""The CUDA arch list of the plan, with the reason: decided here, once, and published by the plan as
+``sparkforge_plan.arch`` = {list, reason}; every role reads it (a role run without a plan asks the
+arch_without_plan filter, which answers with the same shape).
 
-Consumers: ``torch`` (the torch source build, fleet_build), ``domains`` (torchvision/torchaudio source
-builds), ``ml_builds`` (the ML layer's GPU source builds), ``runtime`` (TORCH_CUDA_ARCH_LIST exported for the
-user's own extension builds).  All four get one list: a kernel of an extension that torch cannot load is
-useless, so whatever decides torch's list decides theirs; the reason says where it came from (the user's
-variable, the release's default for the platform class, the host's GPUs, the installed torch's own list).
+One list for every build: the torch source build (and fleet_build), the torchvision/torchaudio source builds, the
+ML layer's GPU source builds and the TORCH_CUDA_ARCH_LIST runtime_env exports for the user's own extension builds.
+A kernel of an extension that torch cannot load is useless, so whatever decides torch's list decides theirs; the
+reason says where it came from (sparkforge_cuda_arch_list, the release's default for the platform class, the host's
+GPUs, the installed torch's own list).  Entries are torch's TORCH_CUDA_ARCH_LIST form (``9.0;12.0+PTX``), the one
+vocabulary of module_utils/cuda/arch.py.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -17,27 +19,13 @@ __metaclass__ = type
 
 from ansible_collections.sparkforge.stack.plugins.module_utils.cuda import arch
 
-CONSUMERS = ("torch", "domains", "ml_builds", "runtime")
-
-# Why each consumer follows the list (appended to the source's reason).
-FOLLOWS = {
-    "torch": "",
-    "domains": "torchvision/torchaudio source builds carry the kernels torch carries",
-    "ml_builds": "the ML layer's GPU source builds compile for what torch runs on",
-    "runtime": "exported as TORCH_CUDA_ARCH_LIST so the user's own extension builds compile for what torch runs on",
-}
+# Who compiles for the list (shown in the plan text).
+USERS = "torch, domains, ml_builds, runtime"
 
 
 def block(text, reason):
-    """One list for every consumer: {consumer: {'list', 'reason'}}."""
-    return dict((c, {"list": text, "reason": reason if not FOLLOWS[c] else "%s; %s" % (reason, FOLLOWS[c])})
-                for c in CONSUMERS)
-
-
-def source_of(entry, consumer):
-    """Where a consumer's list came from: its reason without why the consumer follows it."""
-    tail = "; " + FOLLOWS[consumer] if FOLLOWS[consumer] else ""
-    return entry["reason"][:-len(tail)] if tail and entry["reason"].endswith(tail) else entry["reason"]
+    """The plan's arch: {'list', 'reason'}."""
+    return {"list": text, "reason": reason}
 
 
 def installed_list(archs):
@@ -70,13 +58,14 @@ def for_plan(planned, planned_reason, overridden=False, source="source", install
     return block(planned, planned_reason)
 
 
-def without_plan(gpus, override="", variable="sparkforge_cuda_arch_list"):
+def without_plan(gpus, override=""):
     """A role run without preflight's plan (cluster.yml's runtime_env, a role on its own): the user's
-    ``variable`` when set, else this host's GPUs (``gpus``: gpu_facts' sm_archs or compute capabilities)."""
+    sparkforge_cuda_arch_list (``override``) when set, else this host's GPUs (``gpus``: gpu_facts' sm_archs or
+    compute capabilities)."""
     override = str(override or "").strip()
     if override:
-        return block(arch.to_torch(arch.parse_list(override, variable, allow_empty=False)),
-                     "set by %s (no plan: preflight did not run)" % variable)
+        return block(arch.to_torch(arch.parse_list(override, "sparkforge_cuda_arch_list", allow_empty=False)),
+                     "set by sparkforge_cuda_arch_list (no plan: preflight did not run)")
     names = [str(g).strip() for g in gpus or [] if str(g).strip()]
     entries = [arch.parse_name(g) if "." in g else arch.from_sm(g) for g in names]
     # A GPU's own capability is SASS for it: an 'a'/'f' suffix of gpu_facts' sm name says what it supports,

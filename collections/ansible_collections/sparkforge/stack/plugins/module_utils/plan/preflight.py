@@ -236,7 +236,7 @@ def cxx_builds(items, config, plan, manifest, compiler):
         build = cxx_std.plan_build(item["name"], release, item["gpu_build"], torch, releases,
                                    manifest.get("sparkforge_cxx_min_compilers"), compiler,
                                    prereqs=item["source"]["prereqs"])
-        build["arch_list"] = ((plan.get("arch") or {}).get("ml_builds") or {}).get("list")
+        build["arch_list"] = (plan.get("arch") or {}).get("list")
         builds.append(build)
         blocking = canonical_name(item["name"]) in asked or not item["optional"]
         for message in build["problems"]:
@@ -257,8 +257,8 @@ def build_plan(facts, config, manifest, steps=None):
     """What each component will do on this host and why: PLAN_STEPS in order over the plan so far (``steps``:
     another list, as a test passes), the first problem a step returns raised as PlanError.
 
-    ``config``: components (list), torch_version, torch_source, cuda_arch_list (optional) and
-    cuda_arch_list_variable (the variable that set it), installed_archs (torch source existing: the venv's
+    ``config``: components (list), torch_version, torch_source, cuda_arch_list (optional: the user's
+    sparkforge_cuda_arch_list), installed_archs (torch source existing: the venv's
     torch.cuda.get_arch_list(), read on the host; installed_archs_unread: why it could not be) and venv,
     ml_profile, ml_packages, ml_pins, ml_extra_matrix (what the ml_packages role resolves).
     ``manifest``: sparkforge_torch_releases, sparkforge_triton_releases, sparkforge_torch_arch_min_version.
@@ -313,18 +313,17 @@ def step_arch(so_far):
     try:
         arch = plan_arch_list(config.get("cuda_arch_list") or None, torch_version, release, klass, capabilities,
                               data, manifest.get("sparkforge_torch_fixes") or {},
-                              variable=config.get("cuda_arch_list_variable") or "sparkforge_cuda_arch_list")
+                              variable="sparkforge_cuda_arch_list")
     except JobError as exc:
         raise PlanError(str(exc))
     arch_list = arch["arch_list"]
-    arch_why = arch["why"] if not config.get("cuda_arch_list") else "set by %s" % (
-        config.get("cuda_arch_list_variable") or "sparkforge_cuda_arch_list")
+    arch_why = arch["why"] if not config.get("cuda_arch_list") else "set by sparkforge_cuda_arch_list"
     if arch["fixes_needed"]:
         arch_why += "; fixes applied: %s" % ", ".join(arch["fixes_needed"])
-    # Each consumer's list with its reason (torch source existing: the venv's torch's own, as read on the host).
+    # The one list with its reason (torch source existing: the venv's torch's own, as read on the host).
     archs = arch_plan.for_plan(arch_list, arch_why, bool(config.get("cuda_arch_list")), source,
                                config.get("installed_archs"), config.get("venv"), config.get("installed_archs_unread"))
-    arch_list, arch_why = archs["torch"]["list"], archs["torch"]["reason"]
+    arch_list, arch_why = archs["list"], archs["reason"]
     so_far.update(capabilities=capabilities, archs=archs, arch_list=arch_list, arch_why=arch_why)
     return None
 
@@ -435,11 +434,9 @@ def plan_of(so_far):
         "compiles": so_far["needs"],
         "platform_class": so_far["klass"],
         "compute_capabilities": so_far["capabilities"],
-        # The arch list of each consumer (arch_plan.CONSUMERS), with its reason; torch.cuda_arch_list is the
-        # torch one (the same text, for the plan's readers of the torch block).
+        # The one arch list every build compiles for, with its reason (arch_plan.py).
         "arch": so_far["archs"],
-        "torch": {"version": torch_version, "source": source, "cuda_arch_list": so_far["arch_list"],
-                  "why": so_far["arch_why"],
+        "torch": {"version": torch_version, "source": source,
                   "index_url": config.get("index_url") if source == "index" else None,
                   "wheel": (release.get("wheels") or {}).get(facts["cpu"]["arch"]),
                   "wheel_archs": ((manifest.get("sparkforge_torch_wheel_archs") or {}).get(torch_version)
@@ -480,11 +477,9 @@ def render_plan(plan, host_problems):
     for item in plan["steps"]:
         lines.append("  %-13s %-9s %s  [%s]" % (item["component"], item["action"], item["detail"], item["why"]))
     # Each arch list once, with the consumers that compile for it and where it came from.
-    archs = plan.get("arch") or {}
-    for text in sorted(set(a["list"] for a in archs.values())):
-        users = [c for c in arch_plan.CONSUMERS if c in archs and archs[c]["list"] == text]
-        lines.append("  arch list %s for %s  [%s]" % (text or "(none)", ", ".join(users),
-                                                      arch_plan.source_of(archs[users[0]], users[0])))
+    archs = plan.get("arch")
+    if archs:
+        lines.append("  arch list %s for %s  [%s]" % (archs["list"] or "(none)", arch_plan.USERS, archs["reason"]))
     if host_problems:
         lines.append("blocked by %d problem(s):" % len(host_problems))
         for item in host_problems:

@@ -92,8 +92,6 @@ RULES = {
     # A minute to thirty days: shorter would take over the lock of a run still going on another controller.
     "sparkforge_lock_lease": {"min": 60, "max": 2592000},
     "sparkforge_cuda_arch_list": {"kind": "arch_list", "empty": True},
-    "pytorch_cuda_arch_list": {"kind": "arch_list", "empty": True},
-    "torch_domains_cuda_arch_list": {"kind": "arch_list", "empty": True},
     "sparkforge_torch_index_url": {"kind": "url"},
     "pytorch_index_url": {"kind": "url"},
     "torch_domains_index_url": {"kind": "url"},
@@ -198,7 +196,7 @@ ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$", re.ASCII)
 
 def implied_rule(name):
     """The rule a variable that RULES does not name takes from the end of its name (a role's own copy of a plan
-    input: runtime_env_cuda_arch_list is read as sparkforge_cuda_arch_list is); {} when none."""
+    input: a name ending in _cuda_arch_list is read as sparkforge_cuda_arch_list is); {} when none."""
     if "kind" in RULES.get(name, {}):
         return {}
     for suffix, implied in NAME_KINDS:

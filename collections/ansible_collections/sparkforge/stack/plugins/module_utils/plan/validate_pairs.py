@@ -33,8 +33,6 @@ ALIASES = {
     "sparkforge_ml_profile": ("ml_packages_profile",),
     "sparkforge_venv": ("pytorch_venv", "torch_domains_venv", "ml_packages_venv", "runtime_env_venv"),
     "sparkforge_torch_index_url": ("pytorch_index_url", "torch_domains_index_url"),
-    "sparkforge_cuda_arch_list": ("pytorch_cuda_arch_list", "torch_domains_cuda_arch_list",
-                                  "ml_packages_cuda_arch_list", "runtime_env_cuda_arch_list"),
     "sparkforge_cuda_repo_url": ("cuda_libs_repo_url",),
     "sparkforge_cuda_keyring_version": ("cuda_libs_keyring_version",),
     "sparkforge_cusparselt_base_url": ("cusparselt_base_url",),

@@ -24,6 +24,16 @@ def prefixes(role_names):
     return sorted(set(PREFIXES) | set("%s_" % name for name in role_names))
 
 
+# Names the collection no longer reads -> what to set instead.  Set, each is refused naming it: ignored, the
+# run would compile for a list the user did not ask for.  The arch list is one input (issue 55).
+REMOVED = {
+    "pytorch_cuda_arch_list": "sparkforge_cuda_arch_list",
+    "torch_domains_cuda_arch_list": "sparkforge_cuda_arch_list",
+    "ml_packages_cuda_arch_list": "sparkforge_cuda_arch_list",
+    "runtime_env_cuda_arch_list": "sparkforge_cuda_arch_list (its 'none': runtime_env_export_arch_list: false)",
+}
+
+
 def unknown_names(given, known, prefixes_=PREFIXES):
     """``given``: name -> value of the variables set with a project prefix; ``known``: every name the
     collection declares or sets itself; ``prefixes_``: the project's prefixes (None: every name given has one).
@@ -31,6 +41,11 @@ def unknown_names(given, known, prefixes_=PREFIXES):
     errors = []
     declared = sorted(set(known))
     for name in sorted(given):
+        if name in REMOVED and name not in known:
+            errors.append({"variable": name, "value": show(given[name]), "message": (
+                "%s: no longer read (set to %s): the CUDA arch list is one input for every build; set %s "
+                "instead (empty: the plan's list for the host)" % (name, show(given[name]), REMOVED[name]))})
+            continue
         if name in known or prefixes_ is not None and not name.startswith(tuple(prefixes_)):
             continue
         # Compared after the first word they share (sparkforge_, pytorch_), which would make any two alike.

@@ -41,7 +41,6 @@ def test_canonical_list_is_a_fixed_point_whatever_the_separator(items, sep):
     canonical = arch.to_torch(items)
     assert arch.to_torch(arch.parse_list(sep.join(e["text"] for e in items))) == canonical
     assert arch.to_torch(arch.parse_list(canonical)) == canonical
-    assert torch_build.format_arch_list(torch_build.parse_arch_list(canonical)) == canonical
 
 
 @given(entries, targets)
@@ -56,9 +55,8 @@ def test_runs_on_follows_cudas_binary_compatibility(entry, target):
     else:
         ptx = (major, minor) <= target
     assert arch.runs_on(entry, target) == (sass or (entry["ptx"] and ptx))
-    # Every caller answers the same: the torch build, the fat-binary audit.
-    assert torch_build.runs_on(torch_build.parse_arch_list(entry["text"])[0], "%d.%d" % target) == \
-        arch.runs_on(entry, target)
+    # Every caller answers the same: the torch build's coverage check, the fat-binary audit.
+    assert (torch_build.uncovered_capabilities([entry], ["%d.%d" % target]) == []) == arch.runs_on(entry, target)
     level = fatbin.arch_level(arch.to_sm(entry), target)
     assert (level is not None) == sass
     assert (fatbin.arch_level(arch.to_sm(entry, "compute"), target) == "jit") == ptx
@@ -70,7 +68,7 @@ def test_every_reader_refuses_what_the_one_parser_refuses(text):
         arch.parse_list(text)
     assert "architecture" in str(err.value) or "TORCH_CUDA_ARCH_LIST" in str(err.value)
     with pytest.raises(torch_build.ArchListError):
-        torch_build.parse_arch_list(text)
+        torch_build.plan_arch_list(text, "2.11.0", {}, "dgx_spark", [], {}, {})
     with pytest.raises(heavy_build.HeavyBuildError):
         heavy_build.parse_arch_list(text)
     with pytest.raises(validate.Invalid):

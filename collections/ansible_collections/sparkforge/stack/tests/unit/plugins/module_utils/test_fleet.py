@@ -11,7 +11,7 @@ from ansible_collections.sparkforge.stack.plugins.module_utils.fleet import flee
 
 
 def plan(version="2.11.0", arch_list="12.0", triton="3.6.0", llvm="f6ded0be897e"):
-    return {"torch": {"version": version, "cuda_arch_list": arch_list, "source": "source"},
+    return {"torch": {"version": version, "source": "source"}, "arch": {"list": arch_list, "reason": "test"},
             "triton": {"version": triton, "llvm_commit": llvm}, "source_build": True}
 
 

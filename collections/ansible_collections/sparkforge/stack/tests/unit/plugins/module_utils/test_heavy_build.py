@@ -40,8 +40,8 @@ def test_parse_arch_list_forms_and_errors():
         (9, 0, False, "9.0"), (12, 1, False, "12.1"), (12, 0, True, "12.0+PTX")]
     with pytest.raises(hb.HeavyBuildError, match=r"cuda_arch_list='9.0;Hopper': 'Hopper' is not an architecture"):
         hb.parse_arch_list("9.0;Hopper")
-    with pytest.raises(hb.HeavyBuildError, match="ml_packages_cuda_arch_list is empty"):
-        hb.parse_arch_list(" ", "ml_packages_cuda_arch_list")
+    with pytest.raises(hb.HeavyBuildError, match="sparkforge_cuda_arch_list is empty"):
+        hb.parse_arch_list(" ", "sparkforge_cuda_arch_list")
 
 
 def test_every_heavy_package_has_complete_facts(matrix):

@@ -109,16 +109,16 @@ def test_plan_for_spark_builds_working_kernels():
     assert plan["torch"]["version"] == newest_good
     # 12.1 SASS only where the release has no sm_121 trap; 12.0 SASS (runs on 12.1) otherwise.
     trapped = "mem_eff_sm121_guard" in (m["sparkforge_torch_releases"][newest_good].get("traps") or [])
-    assert plan["torch"]["cuda_arch_list"] == ("12.0" if trapped else "12.1")
+    assert plan["arch"]["list"] == ("12.0" if trapped else "12.1")
 
 
 def test_plan_on_a_trap_release_avoids_sm_121():
     plan = pf.build_plan(spark_facts(), {"torch_version": "2.9.1"}, manifest())
-    assert plan["torch"]["cuda_arch_list"] == "12.0"
-    assert "trap avoided" in plan["torch"]["why"]
+    assert plan["arch"]["list"] == "12.0"
+    assert "trap avoided" in plan["arch"]["reason"]
     # Asking for 12.1 on that release applies the release's fix (or is refused when it has none).
     plan = pf.build_plan(spark_facts(), {"torch_version": "2.9.1", "cuda_arch_list": "12.1"}, manifest())
-    assert "mem_eff_sm121_guard" in plan["torch"]["why"]
+    assert "mem_eff_sm121_guard" in plan["arch"]["reason"]
     assert plan["source_build"] is True
     assert [s["component"] for s in plan["steps"]] == list(pf.COMPONENTS)
     assert {s["action"] for s in plan["steps"] if s["component"] in ("triton", "pytorch")} == {"build"}
@@ -167,7 +167,7 @@ def test_mixed_host_arch_list_covers_every_gpu():
                               platform_class="hopper"))
     facts.update(compute_capabilities=["9.0", "12.1"], sm_archs=["sm_90", "sm_121"], platform_class="mixed")
     plan = pf.build_plan(facts, {"torch_version": "2.9.1"}, manifest())
-    assert plan["torch"]["cuda_arch_list"] == "9.0;12.0"
+    assert plan["arch"]["list"] == "9.0;12.0"
 
 
 def test_render_plan_lists_problems():
@@ -333,45 +333,38 @@ def test_the_plan_resolves_the_ml_packages_the_role_installs():
         pf.compile_needs({"ml_profile": "trainig"}, ["ml_packages"], m, spark_facts(), "dgx_spark")
 
 
-def test_the_plan_gives_each_consumer_its_arch_list_and_why():
-    """issue 45: the arch list is decided once, in the plan, per consumer with its reason; the roles read it."""
-    from ansible_collections.sparkforge.stack.plugins.module_utils.plan.arch_plan import CONSUMERS, FOLLOWS
+def test_the_plan_gives_every_build_one_arch_list_and_why():
+    """issues 45, 55: the arch list is decided once, in the plan: sparkforge_plan.arch = {list, reason}, one list for
+    every build (torch, domains, ML GPU builds, runtime_env's export); the roles read it."""
     m = manifest()
-    # (a) no override on a GB10: the release's default for the class (or the host's GPUs), for every consumer.
+    # (a) no override on a GB10: the release's default for the class (or the host's GPUs).
     plan = pf.build_plan(spark_facts(), {"torch_source": "source"}, m)
-    torch = plan["arch"]["torch"]
-    assert sorted(plan["arch"]) == sorted(CONSUMERS)
-    assert torch == {"list": plan["torch"]["cuda_arch_list"], "reason": plan["torch"]["why"]}
-    assert "dgx_spark" in torch["reason"] or "the host's compute capabilities" in torch["reason"]
-    for consumer in CONSUMERS:
-        assert plan["arch"][consumer]["list"] == torch["list"]
-        assert plan["arch"][consumer]["reason"].startswith(torch["reason"])
-        assert plan["arch"][consumer]["reason"].endswith(FOLLOWS[consumer])
-    # Shown in the plan: each list once, with who compiles for it and where it came from.
-    assert "  arch list %s for torch, domains, ml_builds, runtime  [%s]" % (torch["list"], torch["reason"]) \
+    arch = plan["arch"]
+    assert sorted(arch) == ["list", "reason"]
+    assert "cuda_arch_list" not in plan["torch"] and "why" not in plan["torch"]
+    assert "dgx_spark" in arch["reason"] or "the host's compute capabilities" in arch["reason"]
+    # Shown in the plan: the list once, with who compiles for it and where it came from.
+    assert "  arch list %s for torch, domains, ml_builds, runtime  [%s]" % (arch["list"], arch["reason"]) \
         in pf.render_plan(plan, [])
-    # (b) an override, named by the variable the user set, validated for the release, for every consumer.
-    plan = pf.build_plan(spark_facts(), {"torch_source": "source", "cuda_arch_list": "12.0",
-                                         "cuda_arch_list_variable": "runtime_env_cuda_arch_list"}, m)
-    assert {c: plan["arch"][c]["list"] for c in CONSUMERS} == dict.fromkeys(CONSUMERS, "12.0")
-    assert all(plan["arch"][c]["reason"].startswith("set by runtime_env_cuda_arch_list") for c in CONSUMERS)
-    with pytest.raises(pf.PlanError, match="has no code for this host's GPU capability 12.1"):
-        pf.build_plan(spark_facts(), {"cuda_arch_list": "9.0", "cuda_arch_list_variable": "runtime_env_cuda_arch_list"},
-                      m)
+    # (b) an override, named by the one variable, validated for the release.
+    plan = pf.build_plan(spark_facts(), {"torch_source": "source", "cuda_arch_list": "12.0"}, m)
+    assert plan["arch"]["list"] == "12.0" and plan["arch"]["reason"].startswith("set by sparkforge_cuda_arch_list")
+    with pytest.raises(pf.PlanError, match="sparkforge_cuda_arch_list '9.0' has no code for this host's GPU "
+                                           "capability 12.1"):
+        pf.build_plan(spark_facts(), {"cuda_arch_list": "9.0"}, m)
     # (c) torch existing: the venv's torch's own list (read on the host by the plan), whatever the release's default.
     existing = {"torch_source": "existing", "venv": "/opt/v", "installed_archs": ["sm_90", "sm_120", "compute_120"]}
     plan = pf.build_plan(spark_facts(), existing, m)
-    assert {c: plan["arch"][c]["list"] for c in CONSUMERS} == dict.fromkeys(CONSUMERS, "9.0;12.0+PTX")
-    assert all("the installed torch's own arch list (torch.cuda.get_arch_list() in /opt/v: sm_90, sm_120, "
-               "compute_120)" in plan["arch"][c]["reason"] for c in CONSUMERS)
-    assert plan["torch"]["cuda_arch_list"] == "9.0;12.0+PTX"
+    assert plan["arch"]["list"] == "9.0;12.0+PTX"
+    assert "the installed torch's own arch list (torch.cuda.get_arch_list() in /opt/v: sm_90, sm_120, " \
+           "compute_120)" in plan["arch"]["reason"]
     # A torch that reports none (a CPU build, no GPU visible) leaves the plan's own list, saying so.
     plan = pf.build_plan(spark_facts(), dict(existing, installed_archs=[]), m)
-    assert "the venv's torch reported no arch list" in plan["arch"]["runtime"]["reason"]
-    assert plan["arch"]["runtime"]["list"] == pf.build_plan(spark_facts(), {}, m)["arch"]["torch"]["list"]
+    assert "the venv's torch reported no arch list" in plan["arch"]["reason"]
+    assert plan["arch"]["list"] == pf.build_plan(spark_facts(), {}, m)["arch"]["list"]
     # The user's override wins over the installed torch's list, as it does over the default.
     plan = pf.build_plan(spark_facts(), dict(existing, cuda_arch_list="12.0"), m)
-    assert plan["arch"]["domains"]["list"] == "12.0" and plan["arch"]["domains"]["reason"].startswith("set by")
+    assert plan["arch"]["list"] == "12.0" and plan["arch"]["reason"].startswith("set by")
 
 
 def test_without_a_plan_the_same_rules_answer_for_the_host():
@@ -380,9 +373,36 @@ def test_without_a_plan_the_same_rules_answer_for_the_host():
     from ansible_collections.sparkforge.stack.plugins.module_utils.plan.arch_plan import without_plan
     got = without_plan(["sm_121a", "sm_90", "12.1"])
     # A GPU's own sm_121a names what it supports: its code is plain SASS for 12.1.
-    assert got["runtime"]["list"] == "9.0;12.1"
-    assert got["runtime"]["reason"].startswith("this host's GPUs (gpu_facts: sm_121a, sm_90, 12.1; no plan")
-    assert without_plan(["sm_121"], "12.0;9.0+PTX", "ml_packages_cuda_arch_list")["ml_builds"]["list"] == "9.0+PTX;12.0"
-    assert without_plan([])["torch"] == {"list": "", "reason": "no plan and no GPU found: nothing to compile for"}
-    with pytest.raises(ArchError, match="runtime_env_cuda_arch_list='sm90': 'sm90' is not an architecture"):
-        without_plan(["sm_121"], "sm90", "runtime_env_cuda_arch_list")
+    assert got["list"] == "9.0;12.1"
+    assert got["reason"].startswith("this host's GPUs (gpu_facts: sm_121a, sm_90, 12.1; no plan")
+    assert without_plan(["sm_121"], "12.0;9.0+PTX")["list"] == "9.0+PTX;12.0"
+    assert without_plan([]) == {"list": "", "reason": "no plan and no GPU found: nothing to compile for"}
+    with pytest.raises(ArchError, match="sparkforge_cuda_arch_list='sm90': 'sm90' is not an architecture"):
+        without_plan(["sm_121"], "sm90")
+
+
+@pytest.mark.parametrize("capability, nearest", [("10.3", "10.0"), ("11.5", "11.0"), ("12.7", "12.1")])
+def test_a_gpu_class_newer_than_the_names_torch_knows_plans_the_nearest_known_arch_that_runs_on_it(
+        capability, nearest):
+    # A GPU class added as the guide says (a platforms.yml row, the class in good_for) on a capability that
+    # sparkforge_torch_arch_min_version does not list: the plan compiles the highest known name of the same
+    # major at or below it (its SASS runs there) and says so, rather than refusing the host.
+    m = manifest()
+    for entry in m["sparkforge_torch_releases"].values():
+        entry["good_for"] = list(entry.get("good_for") or []) + ["newclass"]
+    facts = spark_facts()
+    sm = "sm_" + capability.replace(".", "")
+    facts["gpus"][0].update(name="NVIDIA NEW", compute_capability=capability, sm=sm, platform_class="newclass")
+    facts.update(compute_capabilities=[capability], sm_archs=[sm], platform_class="newclass")
+    plan = pf.build_plan(facts, {}, m)
+    assert plan["arch"]["list"] == nearest
+    assert "nearest known arch: %s -> %s" % (capability, nearest) in plan["arch"]["reason"]
+
+
+def test_a_gpu_of_a_major_torch_does_not_know_is_refused_naming_the_data_to_add():
+    m = manifest()
+    facts = spark_facts()
+    facts["gpus"][0].update(compute_capability="13.0", sm="sm_130", platform_class="newclass")
+    facts.update(compute_capabilities=["13.0"], sm_archs=["sm_130"], platform_class="newclass")
+    with pytest.raises(pf.PlanError, match="PyTorch does not know the arch 13.0.*sparkforge_torch_arch_min_version"):
+        pf.build_plan(facts, {"torch_version": "2.11.0"}, m)

@@ -14,6 +14,7 @@ from ansible_collections.sparkforge.stack.plugins.module_utils.host import host_
 from ansible_collections.sparkforge.stack.plugins.module_utils._common import run_env
 from ansible_collections.sparkforge.stack.plugins.module_utils.packages import pip_env
 from ansible_collections.sparkforge.stack.plugins.module_utils.build import torch_build as tb
+from ansible_collections.sparkforge.stack.plugins.module_utils.cuda import arch
 from ansible_collections.sparkforge.stack.plugins.module_utils.build import torch_result as tr
 
 
@@ -48,14 +49,14 @@ def test_a_cpu_build_passes_only_where_no_cuda_build_is_planned():
     ("12.0a", "12.1", False), ("9.0+PTX", "12.1", True), ("12.1+PTX", "12.0", False), ("10.0", "11.0", False),
 ])
 def test_binary_compatibility(entry, capability, runs):
-    assert tb.runs_on(tb.parse_arch_list(entry)[0], capability) is runs
+    assert arch.runs_on(entry, capability) is runs
 
 
 def test_an_explicit_arch_list_names_the_capability_it_misses_and_the_variable():
     with pytest.raises(tb.ArchListError) as caught:
         tb.plan_arch_list("9.0", "2.11.0", {}, "dgx_spark", ["12.1"], {"arch_min_version": {"9.0": "1.0"}}, {},
-                          variable="pytorch_cuda_arch_list")
-    assert "pytorch_cuda_arch_list '9.0' has no code for this host's GPU capability 12.1 (the host has 12.1)" \
+                          variable="sparkforge_cuda_arch_list")
+    assert "sparkforge_cuda_arch_list '9.0' has no code for this host's GPU capability 12.1 (the host has 12.1)" \
         in str(caught.value)
 
 

@@ -104,11 +104,12 @@ def test_bad_input_is_refused_before_the_host_is_asked():
 
 def test_torch_existing_the_plan_reads_the_venvs_torch_arch_list_once(tmp_path):
     """issue 45: with torch source existing the plan (not a role) reads torch.cuda.get_arch_list() on the host,
-    and every consumer's list is that one, with the reason naming the venv."""
+    and the plan's one list is that one, with the reason naming the venv."""
     venv = tmp_path / "venv"
     (venv / "bin").mkdir(parents=True)
     (venv / "bin" / "python").write_text("")
-    version = StackPlanJob(params(), a_host("c++ 13.3.0"), opener=Mirror()).run()["plan"]["torch"]
+    first = StackPlanJob(params(), a_host("c++ 13.3.0"), opener=Mirror()).run()["plan"]
+    version, planned = first["torch"], first["arch"]
     meta = venv / "lib" / "python3.12" / "site-packages" / ("torch-%s.dist-info" % version["version"])
     meta.mkdir(parents=True)
     (meta / "METADATA").write_text("Metadata-Version: 2.1\nName: torch\nVersion: %s\n\n" % version["version"])
@@ -118,12 +119,11 @@ def test_torch_existing_the_plan_reads_the_venvs_torch_arch_list_once(tmp_path):
     res = StackPlanJob(params(settings=settings), host, opener=Mirror()).run()
     assert [cmd for cmd in host.ran if cmd[0] == python] == [[python, "-c", ARCHS_READ]]
     assert res["ready"] is True, res["problems"]
-    assert {c: a["list"] for c, a in res["plan"]["arch"].items()} == dict.fromkeys(
-        ("torch", "domains", "ml_builds", "runtime"), "9.0;12.1")
-    assert "torch.cuda.get_arch_list() in %s: sm_90, sm_121" % venv in res["plan"]["arch"]["ml_builds"]["reason"]
+    assert res["plan"]["arch"]["list"] == "9.0;12.1"
+    assert "torch.cuda.get_arch_list() in %s: sm_90, sm_121" % venv in res["plan"]["arch"]["reason"]
     # A venv whose torch does not import gives no list: the plan keeps its own and says why.
     host = FakeSystem(commands={python: (1, "", "ModuleNotFoundError: No module named 'torch'")})
     res = StackPlanJob(params(settings=settings), host, opener=Mirror()).run()
-    assert res["plan"]["arch"]["torch"]["list"] == version["cuda_arch_list"]
-    assert res["plan"]["arch"]["torch"]["reason"] == "%s; the venv's torch's own arch list could not be read (%s -c " \
-        "'%s' exited 1: ModuleNotFoundError: No module named 'torch')" % (version["why"], python, ARCHS_READ)
+    assert res["plan"]["arch"]["list"] == planned["list"]
+    assert res["plan"]["arch"]["reason"] == "%s; the venv's torch's own arch list could not be read (%s -c " \
+        "'%s' exited 1: ModuleNotFoundError: No module named 'torch')" % (planned["reason"], python, ARCHS_READ)

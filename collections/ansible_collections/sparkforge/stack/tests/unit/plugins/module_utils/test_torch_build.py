@@ -11,6 +11,7 @@ import pytest
 
 from ansible_collections.sparkforge.stack.plugins.module_utils.build import torch_build as tb, torch_fixes
 from ansible_collections.sparkforge.stack.plugins.module_utils.build.build_common import GIB, JobError
+from ansible_collections.sparkforge.stack.plugins.module_utils.cuda import arch
 from ansible_collections.sparkforge.stack.tests.unit.utils.harness import shared_manifest
 
 M = copy.deepcopy(shared_manifest())  # this module's tables are handed to the code under test
@@ -54,13 +55,14 @@ def test_manifest_has_seed_and_newest_releases_with_pairings():
     (["12.0", "12.0+PTX"], "12.0+PTX"),
 ])
 def test_parse_and_format(text, expected):
-    assert tb.format_arch_list(tb.parse_arch_list(text)) == expected
+    assert arch.to_torch(arch.parse_list(text)) == expected
 
 
 @pytest.mark.parametrize("bad", ["sm_120", "12", "12.0b", "12.0+ptx", "compute_90"])
 def test_parse_rejects_non_names(bad):
+    # The plan names a text that is no arch name as its own error, from the one parser's message.
     with pytest.raises(tb.ArchListError) as err:
-        tb.parse_arch_list(bad)
+        tb.plan_arch_list(bad, "2.11.0", {}, "dgx_spark", [], DATA, {})
     assert bad in str(err.value)
 
 
@@ -82,7 +84,7 @@ ARCH_TABLE = [
 @pytest.mark.parametrize("version,text,ok,fragment", ARCH_TABLE)
 def test_arch_table(version, text, ok, fragment):
     if ok:
-        assert plan(text, version)["arch_list"] == tb.format_arch_list(tb.parse_arch_list(text))
+        assert plan(text, version)["arch_list"] == arch.to_torch(arch.parse_list(text))
     else:
         with pytest.raises(tb.ArchListError) as err:
             plan(text, version)
@@ -90,10 +92,10 @@ def test_arch_table(version, text, ok, fragment):
 
 
 def test_12_1_needs_2_8():
-    errors = tb.arch_list_errors(tb.parse_arch_list("12.1"), "2.7.1", DATA["arch_min_version"])
+    errors = tb.arch_list_errors(arch.parse_list("12.1"), "2.7.1", DATA["arch_min_version"])
     assert len(errors) == 1 and "2.8.0" in errors[0] and "rejects" in errors[0]
-    assert tb.arch_list_errors(tb.parse_arch_list("12.1"), "2.8.0", DATA["arch_min_version"]) == []
-    errors = tb.arch_list_errors(tb.parse_arch_list("11.0;12.1"), "2.7.0", DATA["arch_min_version"])
+    assert tb.arch_list_errors(arch.parse_list("12.1"), "2.8.0", DATA["arch_min_version"]) == []
+    errors = tb.arch_list_errors(arch.parse_list("11.0;12.1"), "2.7.0", DATA["arch_min_version"])
     assert len(errors) == 2
 
 
