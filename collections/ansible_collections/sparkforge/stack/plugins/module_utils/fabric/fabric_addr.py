@@ -13,7 +13,7 @@ import ipaddress
 import os
 import subprocess
 
-from ansible_collections.sparkforge.stack.plugins.module_utils._common.files import atomic_write_text
+from ansible_collections.sparkforge.stack.plugins.module_utils._common.files import atomic_write_text, keep_previous
 from ansible_collections.sparkforge.stack.plugins.module_utils.fabric import fabric
 
 MODES = ("static", "link-local")
@@ -330,16 +330,21 @@ def apply_with_revert(path, text, run, generate_cmd, apply_cmd, checks):
     """Write the drop-in, validate it (generate), apply it, run the checks; any failure puts the old
     drop-in back and applies that. run(argv) -> (rc, out, err); checks() -> list of problems.
 
-    Returns {"changed", "before", "reverted", "problems", "step"}; the file is as it was unless the
+    Returns {"changed", "before", "reverted", "problems", "step", "kept"} (kept: <path>.sparkforge-prev, the
+    version replaced, or ""); the file is as it was unless the
     result says changed and no problems.
     """
     before = read_text(path)
-    result = {"changed": before != text, "before": before, "reverted": False, "problems": [], "step": None}
+    result = {"changed": before != text, "before": before, "reverted": False, "problems": [], "step": None,
+              "kept": ""}
     if not result["changed"]:
         return result
     directory = os.path.dirname(path)
     if not os.path.isdir(directory):
         os.makedirs(directory, 0o755)
+    if before is not None:
+        # As every rewrite of a host's file: the version replaced stays beside it (issue 52).
+        result["kept"] = keep_previous(path)
     atomic_write_text(path, text, 0o600)
     for step, argv in (("generate", generate_cmd), ("apply", apply_cmd)):
         if not argv:
