@@ -66,6 +66,10 @@ class FleetWheelInstallJob(Job):
                     or target["number"] < 1:
                 raise JobError("generation needs lineage, class and number (a whole number from 1), got %r"
                                % (p["generation"],))
+        # Whose the record's path is, before anything changes (check mode too): never a file of the user's.
+        why = gen.host_refusal(p["host_record"]) if p["host_record"] else None
+        if why:
+            raise JobError(why)
         host_before = gen.read_host(p["host_record"]) if p["host_record"] else None
         extra = {}
         if host_before is not None:
