@@ -21,7 +21,7 @@ description:
   - O(state=verified), O(state=rolled_back) or O(state=failed) mark the record's current generation; a mark that is
     already there changes nothing. Marking a generation other than the one the record holds is an error.
   - A file at O(record) that is not sparkforge's record (no C(managed_by) marker of sparkforge's nor the exact keys
-    an earlier version wrote; a symlink, a directory) is never written: a mark fails naming
+    an earlier version wrote; a symlink, a directory) is never written - a mark fails naming
     C(sparkforge_host_generation_file) and what to do, a read returns no record and says so in RV(foreign).
 author:
   - sparkforge developers (@sparkforge)
