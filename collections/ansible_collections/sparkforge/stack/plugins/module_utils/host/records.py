@@ -6,8 +6,8 @@
 Two records: the proof of provisioning (``sparkforge_proof_file``, the fleet_install role) and the host's generation
 record (``sparkforge_host_generation_file``, fleet/generations.py). Each one sparkforge writes is a JSON object
 holding ``MARKER_KEY`` with its kind's ``MARKERS`` value. A file at the path is sparkforge's when it holds that
-marker, or when it has exactly the shape the previous version wrote without one (``LEGACY``: a JSON object with
-exactly those keys, so existing fleets keep working). Anything else - another JSON document, text, an empty file, a
+marker, or when it has exactly a shape an earlier version wrote without one (``LEGACY``: a JSON object with
+exactly one of those key sets, so existing fleets keep working). Anything else - another JSON document, text, an empty file, a
 symlink, a directory, a file that cannot be read - is the user's: refused before any change, never replaced.
 """
 
@@ -25,13 +25,13 @@ MARKERS = {
     "generation": "sparkforge: the host's generation record (sparkforge_host_generation_file)",
 }
 WHAT = {"proof": "the proof of provisioning", "generation": "the host's generation record"}
-# The keys each record had before the marker (the fleet_install role's proof: compared and profile;
-# generations.host_transition: these nine), every one of them always written: a file of exactly these keys is a
-# record an earlier version wrote.
+# The key sets each record had before the marker, every key of a set always written: a file of exactly one of
+# these sets is a record an earlier version wrote (the fleet_install role's proof: compared and profile, first
+# compared alone; generations.host_transition: these nine since the record began).
 LEGACY = {
-    "proof": frozenset(("compared", "profile")),
-    "generation": frozenset(("lineage", "class", "generation", "state", "how", "at", "wheels", "previous",
-                             "history")),
+    "proof": (frozenset(("compared", "profile")), frozenset(("compared",))),
+    "generation": (frozenset(("lineage", "class", "generation", "state", "how", "at", "wheels", "previous",
+                              "history")),),
 }
 # A record is small (the generation record keeps 20 changes): a bigger file is not one, and is not read whole.
 MAX_BYTES = 16 * 1024 * 1024
@@ -50,10 +50,10 @@ def is_ours(kind, data):
         return False
     if MARKER_KEY in data:
         return data[MARKER_KEY] == MARKERS[kind]
-    if frozenset(data) != LEGACY[kind]:
+    if frozenset(data) not in LEGACY[kind]:
         return False
     if kind == "proof":
-        return isinstance(data["compared"], dict) and isinstance(data["profile"], dict)
+        return isinstance(data["compared"], dict) and isinstance(data.get("profile", {}), dict)
     return isinstance(data["wheels"], dict) and isinstance(data["state"], str)
 
 
