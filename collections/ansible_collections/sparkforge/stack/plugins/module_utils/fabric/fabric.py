@@ -362,7 +362,7 @@ def management_interfaces(netdevs, default_routes, connection_address=None, addr
     if connection_address:
         for name, addrs in sorted((addresses or {}).items()):
             # An address may carry its prefix (fabric_facts reads address/prefix): the address part is compared.
-            if connection_address in [str(a).split("/")[0] for a in addrs or []]:
+            if connection_address in [str(a).split("/", maxsplit=1)[0] for a in addrs or []]:
                 out[name] = "holds %s, the address Ansible connects to" % connection_address
     for name in protect or ():
         out.setdefault(name, "named in protect")

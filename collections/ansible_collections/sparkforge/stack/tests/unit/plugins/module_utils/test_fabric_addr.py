@@ -145,11 +145,13 @@ def test_apply_and_revert_on_a_temp_root(tmp_path):
     assert not os.path.exists(fresh)
 
 
+_drop_ins = st.text(st.characters(blacklist_categories=("Cs",)), max_size=40).map(
+    lambda t: fabric_addr.DROP_IN_MARK + "\n" + t)
+
+
 @settings(max_examples=40, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
-@given(texts=st.lists(st.text(st.characters(blacklist_categories=("Cs",)), max_size=40).map(
-    lambda t: fabric_addr.DROP_IN_MARK + "\n" + t), min_size=1, max_size=5),
-       fails=st.lists(st.booleans(), min_size=5, max_size=5))
+@given(texts=st.lists(_drop_ins, min_size=1, max_size=5), fails=st.lists(st.booleans(), min_size=5, max_size=5))
 def test_every_rewrite_of_the_drop_in_keeps_the_version_it_replaced(tmp_path_factory, texts, fails):
     """O15 (issue 52): as every rewrite of a host's file, the drop-in a change replaces is kept as
     <path>.sparkforge-prev (its text and mode), whether the change then holds or is reverted."""
