@@ -23,7 +23,7 @@ from test_sources_preflight import CHECKS, H100, MANIFEST_KEYS, env_without_prox
 sys.path.insert(0, COLLECTIONS)
 from ansible_collections.sparkforge.stack.plugins.module_utils.fleet import bundle  # noqa: E402
 from ansible_collections.sparkforge.stack.plugins.module_utils.plan import sources, validate  # noqa: E402
-from ansible_collections.sparkforge.stack.plugins.module_utils.plan import wheel_check  # noqa: E402
+from ansible_collections.sparkforge.stack.plugins.module_utils.packages import wheel_check  # noqa: E402
 from ansible_collections.sparkforge.stack.plugins.module_utils.plan import preflight as pf  # noqa: E402
 
 PY = "%d.%d" % sys.version_info[:2]

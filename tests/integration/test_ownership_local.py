@@ -126,3 +126,30 @@ def test_the_llvm_role_never_repoints_a_users_tool_at_an_unversioned_name(tmp_pa
         assert ("llvm_link_dir=%s: clang (a link to /opt/my-llvm-20/bin/clang), llvm-config (a file) not a link "
                 "sparkforge made" % links) in out, proc.stdout[-3000:]
         assert "Install LLVM" not in proc.stdout and listing(links) == before
+
+
+@pytest.mark.parametrize("rows", [pytest.param(("O16", "O17"), id="O16+O17")])
+def test_a_users_file_at_the_proof_or_generation_record_path_is_refused_before_any_change(tmp_path, rows):
+    """sparkforge_proof_file (the fleet_install role's proof) and sparkforge_host_generation_file (the host's
+    generation record) were written whatever was there. A JSON file of the user's at the one, a directory at the
+    other: `--check` and the real run refuse in preflight, naming each variable and what to do; nothing changed."""
+    host = make_host(tmp_path, None, "existing", venv=False, components=["runtime_env"])
+    proof = host["prefix"] / "provisioned.json"
+    proof.write_text('{"compared": {"torch": "mine"}, "note": "the user\'s"}\n')
+    os.chmod(str(proof), 0o600)
+    record = host["prefix"] / "generation.json"
+    record.mkdir()
+    (record / "keep.txt").write_text("the user's\n")
+    watched = [host["prefix"]]
+    before = listing(*watched)
+    for extra in (["--check"], []):
+        proc, _ = playbook(host, *extra)
+        out = flat(proc.stdout)
+        assert proc.returncode == 2, proc.stdout[-4000:]
+        assert ("sparkforge_proof_file=%s: %s is a file sparkforge did not write (not the proof of provisioning"
+                % (proof, proof)) in out, ("O16", proc.stdout[-4000:])
+        assert "Move it away, or set sparkforge_proof_file to another path" in out, out[-3000:]
+        assert "sparkforge_host_generation_file=%s is a directory, not a file" % record in out, \
+            ("O17", proc.stdout[-4000:])
+        assert "TASK [sparkforge.stack.runtime_env" not in proc.stdout
+        assert listing(*watched) == before, "a refused run changed the user's files"

@@ -21,7 +21,8 @@ from hypothesis import strategies as st
 
 from ansible_collections.sparkforge.stack.plugins.module_utils.host import host_paths
 from ansible_collections.sparkforge.stack.plugins.module_utils.packages import ml_inputs
-from ansible_collections.sparkforge.stack.plugins.module_utils.plan import validate, validate_pairs, wheel_check
+from ansible_collections.sparkforge.stack.plugins.module_utils.packages import wheel_check
+from ansible_collections.sparkforge.stack.plugins.module_utils.plan import validate, validate_pairs
 
 from schema_strategies import NAMES, bad_values
 from test_validate import COLLECTION, PROTECTED, SPECS

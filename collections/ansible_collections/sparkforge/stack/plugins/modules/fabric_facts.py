@@ -50,8 +50,9 @@ options:
     default: []
   addresses:
     description:
-      - IPv4 addresses per interface (interface to list of addresses). When omitted, each netdev's address is
-        read from the kernel (C(SIOCGIFADDR)). Tests pass it with a stand-in tree.
+      - IPv4 addresses per interface (interface to list of addresses, each C(address/prefix) or a bare address).
+        When omitted, each netdev's address and netmask are read from the kernel (C(SIOCGIFADDR),
+        C(SIOCGIFNETMASK)), as C(address/prefix). Tests pass it with a stand-in tree.
     type: dict
   fabric_interface:
     description:
@@ -150,7 +151,7 @@ def main():
     if addresses is None:
         addresses = {}
         for name in fabric.read_netdevs(p["sysfs_root"]):
-            ip = fabric.ipv4_of(name)
+            ip = fabric.ipv4_interface_of(name)
             if ip:
                 addresses[name] = [ip]
     facts = fabric.gather(p["sysfs_root"], p["proc_root"], p["connection_address"], addresses, p["protect"])

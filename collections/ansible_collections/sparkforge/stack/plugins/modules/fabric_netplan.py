@@ -26,6 +26,7 @@ description:
   - Refuses before any change, with both states, a file at O(path) that sparkforge did not write (its first line is
     not the one the drop-in starts with, C(# Written by sparkforge (fabric_netplan)) - another netplan file of the
     host's). Such a file is never replaced nor removed.
+  - A drop-in of sparkforge's that a change replaces or removes is kept beside it as C(<path>.sparkforge-prev).
   - I(state=absent) removes the drop-in and applies, with the same checks and revert.
 author:
   - sparkforge developers (@sparkforge)
@@ -142,6 +143,10 @@ problems:
   returned: always
   type: list
   elements: str
+kept:
+  description: Where the drop-in the change replaced (or removed) is kept, C(<path>.sparkforge-prev).
+  returned: when a drop-in was replaced or removed
+  type: str
 """
 
 import os
@@ -239,6 +244,8 @@ def main():
         return module.run_command(argv)
 
     if text is None:
+        # The drop-in removed is kept beside it, as a rewrite keeps the version it replaces.
+        base["kept"] = fabric_addr.keep_previous(path)
         os.unlink(path)
         result = {"changed": True, "problems": [], "reverted": False}
         if p["apply_command"]:
@@ -252,6 +259,8 @@ def main():
     else:
         result = fabric_addr.apply_with_revert(path, text, run, p["generate_command"], p["apply_command"], checks(p))
     base.update(reverted=result["reverted"], problems=result["problems"])
+    if result.get("kept"):
+        base["kept"] = result["kept"]
     if result["problems"]:
         module.fail_json(msg="the fabric's netplan change failed and was reverted: %s" % "; ".join(result["problems"]),
                          diff=diff, **base)

@@ -20,6 +20,9 @@ description:
   - O(state=read) changes nothing and returns the record and the sha256 of every wheel the venv holds.
   - O(state=verified), O(state=rolled_back) or O(state=failed) mark the record's current generation; a mark that is
     already there changes nothing. Marking a generation other than the one the record holds is an error.
+  - A file at O(record) that is not sparkforge's record (no C(managed_by) marker of sparkforge's nor the exact keys
+    an earlier version wrote; a symlink, a directory) is never written - a mark fails naming
+    C(sparkforge_host_generation_file) and what to do, a read returns no record and says so in RV(foreign).
 author:
   - sparkforge developers (@sparkforge)
 options:
@@ -77,6 +80,10 @@ installed:
   description: Wheel name to sha256 of what the venv holds (its C(sparkforge-wheels.json)), when O(venv) is given.
   returned: always
   type: dict
+foreign:
+  description: With O(state=read), why the file at O(record) is not sparkforge's record (null when it is, or absent).
+  returned: state read
+  type: str
 """
 
 import os
@@ -105,10 +112,15 @@ def main():
     # The venv's python runs in the run's own environment: no PYTHON*/PIP_* of the host (_common/run_env.py).
     run_env.scrub()
     p = module.params
-    record = gen.read_host(p["record"])
+    # A file at the record's path that is not sparkforge's record: never marked (written over); a read says so.
+    foreign = gen.host_refusal(p["record"])
+    if foreign and p["state"] != "read":
+        module.fail_json(msg=foreign)
+    record = {} if foreign else gen.read_host(p["record"])
     installed = fw.read_record(os.path.join(p["venv"], fw.RECORD_NAME)) if p["venv"] else {}
     if p["state"] == "read":
-        module.exit_json(changed=False, record=record, view=gen.host_view(record), installed=installed)
+        module.exit_json(changed=False, record=record, view=gen.host_view(record), installed=installed,
+                         foreign=foreign)
     if not record:
         module.fail_json(msg="%s holds no generation record: nothing to mark %s" % (p["record"], p["state"]))
     if record.get("generation") != p["generation"]:

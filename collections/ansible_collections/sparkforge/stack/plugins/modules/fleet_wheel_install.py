@@ -22,6 +22,11 @@ description:
   - Installs, with C(pip install --no-index --find-links --force-reinstall --no-deps), only the wheels whose
     bytes the venv does not hold yet. The record O(venv)/sparkforge-wheels.json says which it holds; it is
     written only after pip succeeded, so a host killed halfway installs again on the next run.
+  - Before anything is installed (check mode too), each wheel the venv lacks gets the checks the local wheelhouse
+    gets in preflight (C(module_utils/packages/wheel_check.py)) - its Python and platform tags against the venv's
+    Python and this host's CPU, a manylinux tag's glibc against the host's, and its METADATA name, version and
+    local tag against its file name - and the task fails naming each wheel and why.
+  - Refuses, before any change, a file at O(host_record) that is not sparkforge's generation record.
   - Creates the venv when it does not exist.
 author:
   - sparkforge developers (@sparkforge)

@@ -59,10 +59,12 @@ options:
         description:
           - What at the path must be sparkforge's own - C(venv) (its completion marker in it, or an interrupted
             making's pending file beside it), C(file) (a file whose first line is C(# managed by sparkforge)) or
-            C(build) (a build directory, its build lock file in it; never adopted); empty - not checked. Nothing
-            there, or an empty directory, is always fine.
+            C(build) (a build directory, its build lock file in it; never adopted), C(proof) or C(generation) (a
+            JSON record of sparkforge's - the proof of provisioning, the host's generation record - holding its
+            C(managed_by) marker or the exact keys an earlier version wrote; never adopted); empty - not checked.
+            Nothing there, or an empty directory, is always fine.
         type: str
-        choices: ["", venv, file, build]
+        choices: ["", venv, file, build, proof, generation]
         default: ""
       adopt:
         description: Accept a venv or file at the path that sparkforge did not make (the user said so).
@@ -128,7 +130,7 @@ def main():
                 path=dict(type="str", default=""),
                 kind=dict(type="str", choices=["dir", "file"], default="dir"),
                 protect=dict(type="bool", default=True),
-                own=dict(type="str", choices=["", "venv", "file", "build"], default=""),
+                own=dict(type="str", choices=["", "venv", "file", "build", "proof", "generation"], default=""),
                 adopt=dict(type="bool", default=False),
                 adopt_variable=dict(type="str", default=""),
             )),

@@ -292,7 +292,7 @@ from ansible.module_utils.six.moves.urllib.error import HTTPError, URLError
 from ansible_collections.sparkforge.stack.plugins.module_utils._common.job import AnsibleSystem, JobError
 from ansible_collections.sparkforge.stack.plugins.module_utils.plan.stack_plan_job import StackPlanJob, check_bundle
 from ansible_collections.sparkforge.stack.plugins.module_utils.host.host_facts import os_facts, sparkforge_facts
-from ansible_collections.sparkforge.stack.plugins.module_utils.plan import wheel_check
+from ansible_collections.sparkforge.stack.plugins.module_utils.packages import wheel_check
 
 
 def _opener(url, timeout):

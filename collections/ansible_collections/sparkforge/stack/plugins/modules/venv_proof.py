@@ -142,6 +142,12 @@ recorded:
   description: With O(since), whether the record exists.
   returned: success
   type: bool
+record:
+  description:
+    - What a proven run keeps in C(sparkforge_proof_file) - RV(compared) and RV(profile) with sparkforge's
+      C(managed_by) marker (C(module_utils/host/records.py); a file there without it is not written over).
+  returned: without O(since)
+  type: dict
 """
 
 import json
@@ -150,6 +156,7 @@ import os
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.sparkforge.stack.plugins.module_utils.fleet import proof
 from ansible_collections.sparkforge.stack.plugins.module_utils._common import run_env
+from ansible_collections.sparkforge.stack.plugins.module_utils.host import records
 
 ARGUMENT_SPEC = dict(
     venv=dict(type="path", required=True),
@@ -236,9 +243,10 @@ def main():
     if params["verdict_report"] is not None:
         diffs += proof.verify_differences(read_report(module, params["verdict_report"]))
     state, error = proof.state_of(diffs)
+    compared = proof.compared(want, found)
     module.exit_json(changed=False, proven=not diffs, state=state, error=error, differences=diffs,
-                     installed=found["dists"], compared=proof.compared(want, found), profile=profiles,
-                     recorded=False)
+                     installed=found["dists"], compared=compared, profile=profiles, recorded=False,
+                     record=records.mark("proof", {"compared": compared, "profile": profiles}))
 
 
 if __name__ == "__main__":

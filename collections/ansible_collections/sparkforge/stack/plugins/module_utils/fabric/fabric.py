@@ -231,6 +231,24 @@ def default_route_interfaces(proc_root="/proc"):
 
 
 SIOCGIFADDR = 0x8915
+SIOCGIFNETMASK = 0x891b
+
+
+def ipv4_interface_of(name):
+    """The interface's IPv4 address with its netmask's prefix ("10.1.0.8/16"), from the kernel; None when it has
+    no address. The prefix says which network the address is on (the fabric subnet must stay apart from it)."""
+    ip = ipv4_of(name)
+    if not ip:
+        return None
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        packed = fcntl.ioctl(sock.fileno(), SIOCGIFNETMASK, struct.pack("256s", name[:15].encode()))
+        mask = struct.unpack("!I", packed[20:24])[0]
+    except (IOError, OSError):
+        return ip
+    finally:
+        sock.close()
+    return "%s/%d" % (ip, bin(mask).count("1"))
 
 
 def ipv4_of(name):
@@ -343,7 +361,8 @@ def management_interfaces(netdevs, default_routes, connection_address=None, addr
         out.setdefault(name, "carries the default route")
     if connection_address:
         for name, addrs in sorted((addresses or {}).items()):
-            if connection_address in (addrs or []):
+            # An address may carry its prefix (fabric_facts reads address/prefix): the address part is compared.
+            if connection_address in [str(a).split("/", maxsplit=1)[0] for a in addrs or []]:
                 out[name] = "holds %s, the address Ansible connects to" % connection_address
     for name in protect or ():
         out.setdefault(name, "named in protect")

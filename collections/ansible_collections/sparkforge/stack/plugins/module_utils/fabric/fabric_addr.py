@@ -13,7 +13,7 @@ import ipaddress
 import os
 import subprocess
 
-from ansible_collections.sparkforge.stack.plugins.module_utils._common.files import atomic_write_text
+from ansible_collections.sparkforge.stack.plugins.module_utils._common.files import atomic_write_text, keep_previous
 from ansible_collections.sparkforge.stack.plugins.module_utils.fabric import fabric
 
 MODES = ("static", "link-local")
@@ -88,27 +88,32 @@ def same_machine_problems(hosts):
 
 
 def management_addresses(spec):
-    """[(address, where)] of one host's management side: the address Ansible connects to (ansible_host, when it is
-    an IPv4 address) and every IPv4 address of its management interfaces (the default route's, fabric_facts')."""
+    """[(address, where, network)] of one host's management side: the address Ansible connects to (ansible_host,
+    when it is an IPv4 address; its network is not known, None) and every IPv4 address of its management
+    interfaces (the default route's, fabric_facts'; written address/prefix, the network its netmask makes)."""
     out = []
     connection = (spec or {}).get("connection")
     try:
-        out.append((ipaddress.IPv4Address(u"%s" % connection), "ansible_host"))
+        out.append((ipaddress.IPv4Address(u"%s" % connection), "ansible_host", None))
     except ValueError:
         pass  # a name (DNS, an SSH alias): its address is not known here
     facts = (spec or {}).get("fabric") or {}
     for name in sorted(facts.get("management") or {}):
         for addr in (facts.get("addresses") or {}).get(name) or []:
             try:
-                out.append((ipaddress.ip_interface(u"%s" % addr).ip, "management interface %s" % name))
+                iface = ipaddress.ip_interface(u"%s" % addr)
             except ValueError:
                 continue
+            # A bare address (no prefix) says nothing of the network: only the address itself is judged.
+            network = iface.network if "/" in str(addr) else None
+            out.append((iface.ip, "management interface %s" % name, network))
     return out
 
 
 def subnet_problems(hosts, subnet):
-    """The fabric subnet must hold no host's management address: each one inside it is named with its host (the
-    fabric's route would take the management traffic, or the same address would be on two networks)."""
+    """The fabric subnet must hold no host's management address, nor overlap a management network by its netmask:
+    each one is named with its host (the fabric's route would take the management traffic, or the same address
+    would be on two networks)."""
     try:
         network = ipaddress.ip_network(u"%s" % subnet, strict=False) if subnet else None
     except ValueError:
@@ -116,12 +121,17 @@ def subnet_problems(hosts, subnet):
     if network is None:
         return []
     out = []
+    apart = ("the fabric needs a subnet of its own, apart from the management network (for example "
+             "192.168.100.0/24 when that is free)")
     for host in sorted(hosts):
-        for ip, where in management_addresses(hosts[host]):
-            if ip.version == network.version and ip in network:
-                out.append("%s: cluster_fabric_subnet %s holds %s, its %s: the fabric needs a subnet of its own, "
-                           "apart from the management network (for example 192.168.100.0/24 when that is free)"
-                           % (host, network, ip, where))
+        for ip, where, mgmt in management_addresses(hosts[host]):
+            if ip.version != network.version:
+                continue
+            if ip in network:
+                out.append("%s: cluster_fabric_subnet %s holds %s, its %s: %s" % (host, network, ip, where, apart))
+            elif mgmt is not None and mgmt.overlaps(network):
+                out.append("%s: cluster_fabric_subnet %s overlaps %s, the management network of its %s (%s/%d): %s"
+                           % (host, network, mgmt, where, ip, mgmt.prefixlen, apart))
     return out
 
 
@@ -330,16 +340,21 @@ def apply_with_revert(path, text, run, generate_cmd, apply_cmd, checks):
     """Write the drop-in, validate it (generate), apply it, run the checks; any failure puts the old
     drop-in back and applies that. run(argv) -> (rc, out, err); checks() -> list of problems.
 
-    Returns {"changed", "before", "reverted", "problems", "step"}; the file is as it was unless the
+    Returns {"changed", "before", "reverted", "problems", "step", "kept"} (kept: <path>.sparkforge-prev, the
+    version replaced, or ""); the file is as it was unless the
     result says changed and no problems.
     """
     before = read_text(path)
-    result = {"changed": before != text, "before": before, "reverted": False, "problems": [], "step": None}
+    result = {"changed": before != text, "before": before, "reverted": False, "problems": [], "step": None,
+              "kept": ""}
     if not result["changed"]:
         return result
     directory = os.path.dirname(path)
     if not os.path.isdir(directory):
         os.makedirs(directory, 0o755)
+    if before is not None:
+        # As every rewrite of a host's file: the version replaced stays beside it (issue 52).
+        result["kept"] = keep_previous(path)
     atomic_write_text(path, text, 0o600)
     for step, argv in (("generate", generate_cmd), ("apply", apply_cmd)):
         if not argv:

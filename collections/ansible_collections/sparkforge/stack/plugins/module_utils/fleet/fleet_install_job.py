@@ -16,11 +16,14 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import os
+import platform
+import re
 
 from ansible_collections.sparkforge.stack.plugins.module_utils.fleet import fleet_wheels as fw
 from ansible_collections.sparkforge.stack.plugins.module_utils.fleet import generations as gen
 from ansible_collections.sparkforge.stack.plugins.module_utils.host.venv import VenvJob
 from ansible_collections.sparkforge.stack.plugins.module_utils._common.job import Job, JobError, Plan, output_tail
+from ansible_collections.sparkforge.stack.plugins.module_utils.packages import wheel_check
 from ansible_collections.sparkforge.stack.plugins.module_utils.packages.pip_env import CONFIG_OFF
 from ansible_collections.sparkforge.stack.plugins.module_utils._common.clock import utc_now
 
@@ -51,6 +54,19 @@ def how_to(record, target, reason):
     return "%s from generation %s" % (reason, record.get("generation"))
 
 
+_PYVENV_VERSION = re.compile(r"^version(?:_info)?\s*=\s*(\d+)\.(\d+)", re.M)
+
+
+def venv_python_version(venv):
+    """X.Y of the venv's Python from its pyvenv.cfg (`version`, or uv's `version_info`); None when unknown."""
+    try:
+        with open(os.path.join(venv, "pyvenv.cfg")) as handle:
+            found = _PYVENV_VERSION.search(handle.read())
+    except (IOError, OSError):
+        return None
+    return "%s.%s" % found.groups() if found else None
+
+
 class FleetWheelInstallJob(Job):
     """params: fleet_wheel_install's options; system: module_utils/_common/job.py's seam."""
 
@@ -66,6 +82,10 @@ class FleetWheelInstallJob(Job):
                     or target["number"] < 1:
                 raise JobError("generation needs lineage, class and number (a whole number from 1), got %r"
                                % (p["generation"],))
+        # Whose the record's path is, before anything changes (check mode too): never a file of the user's.
+        why = gen.host_refusal(p["host_record"]) if p["host_record"] else None
+        if why:
+            raise JobError(why)
         host_before = gen.read_host(p["host_record"]) if p["host_record"] else None
         extra = {}
         if host_before is not None:
@@ -93,6 +113,7 @@ class FleetWheelInstallJob(Job):
             raise JobError("the class's wheels on this host are not the builder's, nothing installed: %s"
                            % "; ".join("%s %s" % item for item in bad), mismatches=[b[0] for b in bad])
         todo = fw.to_install(p["wheels"], before)
+        self.refuse_uninstallable(todo)
         after = dict((w["name"], w["sha256"]) for w in p["wheels"])
         # The host record changes when the host holds another generation, or the last install was interrupted.
         record_moves = target is not None and (
@@ -112,6 +133,35 @@ class FleetWheelInstallJob(Job):
         state = {"target": target, "host_before": host_before, "todo": todo, "after": after,
                  "record_path": record_path, "record_moves": record_moves, "how": extra.get("how")}
         return Plan(changes, result, state)
+
+    def python_version(self):
+        """X.Y of the Python the wheels go into: the venv's, or (no venv yet) the one it will be made with."""
+        found = venv_python_version(self.params["venv"])
+        if found or os.path.exists(os.path.join(self.params["venv"], "bin", "python")):
+            return found
+        rc, out, _err = self.system.run([self.params["python"], "-c",
+                                         "import sys; print('%d.%d' % sys.version_info[:2])"])
+        out = (out or "").strip()
+        return out if rc == 0 and re.match(r"^\d+\.\d+$", out) else None
+
+    def refuse_uninstallable(self, todo):
+        """The checks the local wheelhouse gets in preflight (packages/wheel_check.py: the Python and platform tags
+        against this host, manylinux's glibc, METADATA's name, version and local tag against the file name), on
+        each of the class's wheels this host would install; JobError naming each wheel and why, before anything
+        is installed (check mode too)."""
+        if not todo:
+            return
+        version, machine, glibc = self.python_version(), platform.machine(), wheel_check.host_glibc()
+        bad = []
+        for wheel in todo:
+            path = os.path.join(self.params["wheel_dir"], wheel["file"])
+            why = wheel_check.install_problem(path, version, machine, glibc)
+            if why:
+                bad.append((wheel["file"], "%s %s" % (path, why)))
+        if bad:
+            raise JobError("the class's wheels cannot be installed on this host (Python %s, %s, glibc %s), nothing "
+                           "installed: %s" % (version or "not known", machine, glibc or "not known",
+                                              "; ".join(b[1] for b in bad)), uninstallable=[b[0] for b in bad])
 
     def apply(self, plan):
         p, state = self.params, plan.state

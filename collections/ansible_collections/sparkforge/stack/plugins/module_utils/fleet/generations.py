@@ -15,7 +15,8 @@ with them, and their numbers stay listed as pruned so a rollback to one says so.
 
 On each host, ``<prefix>/generation.json`` says which generation of which lineage the host runs, in
 what state (``installing`` while pip runs, so a host killed halfway is found partial), how it got
-there, and the generation before it (the rollback target).
+there, and the generation before it (the rollback target). It carries sparkforge's marker
+(host/records.py); a file there that is not sparkforge's record is refused, never written over.
 
 Plain functions, no Ansible imports: modules and tests call them directly.
 """
@@ -31,6 +32,7 @@ import shutil
 
 from ansible_collections.sparkforge.stack.plugins.module_utils._common.files import atomic_write_text
 from ansible_collections.sparkforge.stack.plugins.module_utils.fleet.fleet_wheels import HashCache
+from ansible_collections.sparkforge.stack.plugins.module_utils.host import records
 
 HOST_FILE = "generation.json"
 # A wheelhouse directory of the fleet flow: <name>-<16 hex of the cache key>.
@@ -208,7 +210,10 @@ def read_host(path):
             data = json.load(handle)
     except (IOError, OSError, ValueError):
         return {}
-    return data if isinstance(data, dict) else {}
+    if not isinstance(data, dict):
+        return {}
+    data.pop(records.MARKER_KEY, None)  # the file's marker, not part of the record (write_host adds it)
+    return data
 
 
 def host_view(record):
@@ -250,8 +255,23 @@ def host_transition(record, target, state, how, now, wheels=None):
     return out
 
 
+# The variable that names the host's record (the roles pass it as the modules' record / host_record).
+HOST_VARIABLE = "sparkforge_host_generation_file"
+
+
+def host_refusal(path):
+    """The refusal of what is at the host record's ``path`` when it is not sparkforge's record (host/records.py:
+    a file sparkforge did not write, a symlink, a directory), or None."""
+    return records.refusal(HOST_VARIABLE, path, "generation")
+
+
 def write_host(path, record):
-    atomic_write_text(path, json.dumps(record, indent=1, sort_keys=True) + "\n")
+    """Write the host's record, with its marker; GenerationError, nothing written, when what is at ``path`` is not
+    sparkforge's record (the modules refuse it in their plan first)."""
+    why = host_refusal(path)
+    if why:
+        raise GenerationError(why)
+    atomic_write_text(path, json.dumps(records.mark("generation", record), indent=1, sort_keys=True) + "\n")
 
 
 # ------------------------------------------------------------------ status: hosts against the record

@@ -10,7 +10,8 @@ the directory the run writes into (the path, or its nearest existing ancestor th
 rest under) must be writable.  Read only: the same answer in check mode as in the real run.
 
 A path the run would replace or write into is also checked for whose it is (``own``): a venv sparkforge did
-not make (host/venv.py) or a file it did not write (host/env_file.py) is refused, naming what was found and
+not make (host/venv.py), a file it did not write (host/env_file.py) or a JSON record that is not its own
+(host/records.py: the proof, the generation record) is refused, naming what was found and
 the choices, unless adopted; an adopted one is noted (``found``) with what the run will do to it.
 """
 
@@ -21,12 +22,12 @@ __metaclass__ = type
 import os
 
 from ansible_collections.sparkforge.stack.plugins.module_utils._common.path_rules import resolved_place_problem
-from ansible_collections.sparkforge.stack.plugins.module_utils.host import env_file, venv
+from ansible_collections.sparkforge.stack.plugins.module_utils.host import env_file, records, venv
 
 KINDS = ("dir", "file")
 # What a path holds that the run must own (or be told to adopt): "" (nothing checked), a venv, a file it writes,
-# a build directory.
-OWNS = ("", "venv", "file", "build")
+# a build directory, or one of its JSON records (host/records.py: the proof, the generation record; never adopted).
+OWNS = ("", "venv", "file", "build") + tuple(sorted(records.MARKERS))
 # A build directory is the run's when its build's lock file is in it: every build takes it first and keeps it
 # (build_common.BuildLock: the torch build's .lock, Triton's .build.lock), earlier versions' builds too.
 BUILD_SIGNS = (".lock", ".build.lock")
@@ -169,6 +170,8 @@ def ownership_problem(variable, path, own, adopt=False, adopt_variable=""):
     path = os.path.normpath(path)
     if own == "build":
         return build_dir_problem(variable, path), None
+    if own in records.MARKERS:
+        return records.refusal(variable, path, own), None
     if own == "venv":
         state, words = venv.ownership(path)
         message = venv.refusal(variable, path, adopt, adopt_variable or venv.ADOPT_VARIABLE)

@@ -21,7 +21,8 @@ import re
 
 from ansible_collections.sparkforge.stack.plugins.module_utils.fleet import bundle
 from ansible_collections.sparkforge.stack.plugins.module_utils.packages import cxx_std
-from ansible_collections.sparkforge.stack.plugins.module_utils.plan import host_traps, sources, wheel_check
+from ansible_collections.sparkforge.stack.plugins.module_utils.packages import wheel_check
+from ansible_collections.sparkforge.stack.plugins.module_utils.plan import host_traps, sources
 from ansible_collections.sparkforge.stack.plugins.module_utils._common import run_env
 from ansible_collections.sparkforge.stack.plugins.module_utils._common.job import Job, JobError, Plan
 from ansible_collections.sparkforge.stack.plugins.module_utils.host.platforms import cuda_distro_keys

@@ -10,6 +10,8 @@ import sys
 import time
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from ansible_collections.sparkforge.stack.plugins.module_utils.fabric import fabric, fabric_addr
 
@@ -141,6 +143,31 @@ def test_apply_and_revert_on_a_temp_root(tmp_path):
     fresh = str(tmp_path / "other.yaml")
     fabric_addr.apply_with_revert(fresh, "x\n", Runner(), [], ["apply"], lambda: ["no"])
     assert not os.path.exists(fresh)
+
+
+_drop_ins = st.text(st.characters(blacklist_categories=("Cs",)), max_size=40).map(
+    lambda t: fabric_addr.DROP_IN_MARK + "\n" + t)
+
+
+@settings(max_examples=40, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(texts=st.lists(_drop_ins, min_size=1, max_size=5), fails=st.lists(st.booleans(), min_size=5, max_size=5))
+def test_every_rewrite_of_the_drop_in_keeps_the_version_it_replaced(tmp_path_factory, texts, fails):
+    """O15 (issue 52): as every rewrite of a host's file, the drop-in a change replaces is kept as
+    <path>.sparkforge-prev (its text and mode), whether the change then holds or is reverted."""
+    path = str(tmp_path_factory.mktemp("netplan") / "40-sparkforge-fabric.yaml")
+    prev = path + ".sparkforge-prev"
+    current = None
+    for text, fail in zip(texts, fails):
+        res = fabric_addr.apply_with_revert(path, text, Runner(), [], ["apply"], lambda f=fail: ["down"] if f else [])
+        if current is not None and text != current:
+            assert res["kept"] == prev and open(prev).read() == current, ("O15", res)
+            assert oct(os.stat(prev).st_mode & 0o777) == "0o600"
+        else:
+            assert not res["kept"]
+        if not fail:
+            current = text
+        assert (open(path).read() if os.path.exists(path) else None) == current
 
 
 def test_unconfirmed_change_reverts_itself(tmp_path):

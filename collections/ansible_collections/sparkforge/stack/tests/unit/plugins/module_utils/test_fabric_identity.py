@@ -114,3 +114,50 @@ def test_property_a_management_address_is_refused_exactly_when_the_subnet_holds_
         assert found == ["h: cluster_fabric_subnet %s holds %s, its ansible_host: the fabric needs a subnet of its "
                          "own, apart from the management network (for example 192.168.100.0/24 when that is free)"
                          % (network, address)]
+
+
+@settings(max_examples=300, derandomize=True, deadline=None)
+@given(net=st.integers(0, 2 ** 32 - 1), prefix=st.integers(8, 30), mgmt=st.integers(0, 2 ** 32 - 1),
+       mgmt_prefix=st.integers(1, 32), near=st.booleans())
+def test_property_a_management_network_overlapping_the_subnet_by_its_netmask_is_refused(
+        net, prefix, mgmt, mgmt_prefix, near):
+    """X17 (issue 52): a management interface's address/prefix whose network overlaps the fabric subnet is refused
+    naming both networks, though the address itself lies outside the subnet (10.0.0.5/8 against 10.1.0.0/24);
+    refused iff the two networks share an address (the arithmetic: the shorter prefix's mask equal)."""
+    mask = (2 ** 32 - 1) ^ (2 ** (32 - prefix) - 1)
+    if near:  # half drawn on the subnet's side of the management netmask
+        by_mgmt = (2 ** 32 - 1) ^ (2 ** (32 - mgmt_prefix) - 1)
+        mgmt = (net & by_mgmt) | (mgmt & ~by_mgmt & (2 ** 32 - 1))
+    network = ipaddress.IPv4Network((net & mask, prefix))
+    address = ipaddress.IPv4Address(mgmt)
+    spec = {"connection": "spark-1.lab", "fabric": {"management": {"enP7s7": "carries the default route"},
+                                                    "addresses": {"enP7s7": ["%s/%d" % (address, mgmt_prefix)]}}}
+    found = fabric_addr.subnet_problems({"h": spec}, str(network))
+    short = min(prefix, mgmt_prefix)
+    common = (2 ** 32 - 1) ^ (2 ** (32 - short) - 1)
+    overlaps = (mgmt & common) == (net & common)
+    assert bool(found) == overlaps, (network, address, mgmt_prefix, found)
+    if found and (mgmt & mask) != (net & mask):
+        mgmt_net = ipaddress.IPv4Network((mgmt & ((2 ** 32 - 1) ^ (2 ** (32 - mgmt_prefix) - 1)), mgmt_prefix))
+        assert found == ["h: cluster_fabric_subnet %s overlaps %s, the management network of its management "
+                         "interface enP7s7 (%s/%d): the fabric needs a subnet of its own, apart from the management "
+                         "network (for example 192.168.100.0/24 when that is free)"
+                         % (network, mgmt_net, address, mgmt_prefix)], found
+    # A bare address says nothing of its network: only the address is judged (X16).
+    spec["fabric"]["addresses"]["enP7s7"] = [str(address)]
+    assert bool(fabric_addr.subnet_problems({"h": spec}, str(network))) == ((mgmt & mask) == (net & mask))
+
+
+def test_a_subnet_inside_the_management_network_is_refused_through_the_plan(tmp_path):
+    """X17: the management interface 10.0.0.5/8 (fabric_facts reads address/prefix) against the fabric subnet
+    10.1.0.0/24: the address is outside the subnet, the network is not; the connection address still finds its
+    interface."""
+    one, two = facts_of(tmp_path, "one"), facts_of(tmp_path, "two")
+    two["addresses"] = {"enP7s7": ["10.0.0.5/8"], "enp1s0f1np1": ["10.1.0.12/24"]}
+    hosts = {"spark-1": host(one, "10.1.0.11", connection="spark-1.lab"),
+             "spark-2": host(two, "10.1.0.12", connection="spark-2.lab")}
+    errors = fabric_addr.plan(hosts, "static", "10.1.0.0/24")["errors"]
+    assert [e for e in errors if "spark-2: cluster_fabric_subnet 10.1.0.0/24 overlaps 10.0.0.0/8, the management "
+            "network of its management interface enP7s7 (10.0.0.5/8)" in e], ("X17", errors)
+    assert fabric.management_interfaces({"enP7s7": {}}, [], "10.0.0.5", two["addresses"]) == {
+        "enP7s7": "holds 10.0.0.5, the address Ansible connects to"}

@@ -8,7 +8,10 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import hashlib
+import io
 import os
+import platform
+import zipfile
 import sys
 
 import pytest
@@ -21,19 +24,33 @@ from ansible_collections.sparkforge.stack.plugins.module_utils._common.job impor
 sys.path.insert(0, os.path.dirname(__file__))
 from fake_system import FakeSystem  # noqa: E402  pylint: disable=wrong-import-position
 
-WHEEL = "torch-2.9.1-cp312-cp312-linux_aarch64.whl"
+WHEEL = "torch-2.9.1-py3-none-any.whl"
+
+
+def wheel_bytes(name="torch", version="2.9.1", info=None):
+    """A wheel pip would open: its .dist-info METADATA (Name, Version) and RECORD."""
+    out = io.BytesIO()
+    info = info or "%s-%s.dist-info" % (name, version)
+    with zipfile.ZipFile(out, "w") as archive:
+        archive.writestr(info + "/METADATA", "Metadata-Version: 2.1\nName: %s\nVersion: %s\n" % (name, version))
+        archive.writestr(info + "/RECORD", "")
+    return out.getvalue()
+
+
+BUILT = wheel_bytes()
 
 
 @pytest.fixture
 def host(tmp_path):
     copies = tmp_path / "copies"
     copies.mkdir()
-    (copies / WHEEL).write_bytes(b"the builder's torch")
+    (copies / WHEEL).write_bytes(BUILT)
     venv_bin = tmp_path / "venv" / "bin"
     venv_bin.mkdir(parents=True)
     (venv_bin / "python").write_text("")
+    (tmp_path / "venv" / "pyvenv.cfg").write_text("home = /usr/bin\nversion = 3.12.3\n")
     return {"venv": str(tmp_path / "venv"), "wheel_dir": str(copies), "host_record": str(tmp_path / "host.json"),
-            "wheels": [{"name": "torch", "file": WHEEL, "sha256": hashlib.sha256(b"the builder's torch").hexdigest()}]}
+            "wheels": [{"name": "torch", "file": WHEEL, "sha256": hashlib.sha256(BUILT).hexdigest()}]}
 
 
 def params(host, **more):
@@ -112,6 +129,8 @@ def test_a_venv_it_makes_is_marked_as_sparkforges_so_the_next_run_takes_it_as_it
     python = os.path.join(fresh, "bin", "python")
 
     def make_venv(argv):
+        if argv[1] == "-c":  # the Python the venv will have, asked before the wheels' tags are judged
+            return 0, "3.12\n", ""
         assert argv[1:] == ["-m", "venv", fresh]
         os.makedirs(os.path.dirname(python))
         open(python, "w").close()
@@ -126,3 +145,55 @@ def test_a_venv_it_makes_is_marked_as_sparkforges_so_the_next_run_takes_it_as_it
     assert not os.path.exists(stack_venv.pending_path(fresh))
     assert stack_venv.VenvJob(dict(path=fresh, python="python3"), FakeSystem(commands={python: venv_python}),
                               True).run()["changed"] is False
+
+
+def _host_tags():
+    """A platform tag of this machine (its glibc's manylinux), and one of another machine."""
+    machine = platform.machine()
+    return "manylinux_2_17_%s" % machine, "manylinux_2_17_%s" % ("x86_64" if machine != "x86_64" else "aarch64")
+
+
+@pytest.mark.parametrize("row", ["W18"])
+@pytest.mark.parametrize("case", ["metadata version", "local tag", "name", "machine", "python", "glibc", "not a zip"])
+def test_a_class_wheel_this_host_cannot_install_is_refused_naming_it_nothing_installed(host, case, row):
+    """The local wheelhouse's preflight checks (packages/wheel_check.py), on the fleet's wheels before their install:
+    METADATA's name, version and local tag against the file name, the machine, the Python tag, manylinux's glibc,
+    a file that is not a wheel. The host fails naming the wheel and why; check mode too; nothing installed."""
+    here, other = _host_tags()
+    files = {"metadata version": ("torch-2.9.1-py3-none-any.whl", wheel_bytes(version="2.9.0")),
+             "local tag": ("torch-2.9.1+cu130-py3-none-any.whl", wheel_bytes(version="2.9.1+cu129")),
+             "name": ("torch-2.9.1-py3-none-any.whl", wheel_bytes(name="torchvision", info="torch-2.9.1.dist-info")),
+             "machine": ("torch-2.9.1-cp312-cp312-%s.whl" % other, wheel_bytes()),
+             "python": ("torch-2.9.1-cp39-cp39-%s.whl" % here, wheel_bytes()),
+             "glibc": ("torch-2.9.1-cp312-cp312-%s.whl" % here.replace("2_17", "2_999"), wheel_bytes()),
+             "not a zip": ("torch-2.9.1-py3-none-any.whl", b"the builder's torch")}
+    name, data = files[case]
+    os.unlink(os.path.join(host["wheel_dir"], WHEEL))
+    with open(os.path.join(host["wheel_dir"], name), "wb") as handle:
+        handle.write(data)
+    wheels = [{"name": "torch", "file": name, "sha256": hashlib.sha256(data).hexdigest()}]
+    python = os.path.join(host["venv"], "bin", "python")
+    for check in (True, False):
+        system = FakeSystem(commands={python: pip_answers()})
+        with pytest.raises(JobError) as info:
+            FleetWheelInstallJob(params(host, wheels=wheels, generation={"lineage": "L1", "class": "spark",
+                                                                         "number": 1}), system, check_mode=check).run()
+        assert info.value.msg.startswith("the class's wheels cannot be installed on this host (Python 3.12, "), \
+            (row, info.value.msg)
+        assert "nothing installed: %s %s" % (os.path.join(host["wheel_dir"], name), "") in info.value.msg + " "
+        assert info.value.result["uninstallable"] == [name]
+        assert system.ran == [] and not os.path.exists(host["host_record"])
+        assert not os.path.exists(os.path.join(host["venv"], fw.RECORD_NAME))
+
+
+def test_a_wheel_that_fits_this_host_is_installed(host):
+    """The check does not refuse a wheel of this machine's manylinux platform and the venv's Python."""
+    here, _other = _host_tags()
+    name, data = "torch-2.9.1-cp312-cp312-%s.whl" % here, wheel_bytes()
+    with open(os.path.join(host["wheel_dir"], name), "wb") as handle:
+        handle.write(data)
+    wheels = [{"name": "torch", "file": name, "sha256": hashlib.sha256(data).hexdigest()}]
+    python = os.path.join(host["venv"], "bin", "python")
+    system = FakeSystem(commands={python: pip_answers()})
+    res = FleetWheelInstallJob(params(host, wheels=wheels), system).run()
+    assert res["reinstalled"] == ["torch"] and system.ran[0][0] == python

@@ -13,6 +13,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import json
 import os
 import stat
 import subprocess
@@ -23,7 +24,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ansible_collections.sparkforge.stack.plugins.module_utils._common.files import PREV_SUFFIX, keep_previous
-from ansible_collections.sparkforge.stack.plugins.module_utils.host import env_file, host_paths, venv
+from ansible_collections.sparkforge.stack.plugins.module_utils.fleet import generations as gen
+from ansible_collections.sparkforge.stack.plugins.module_utils.fleet.fleet_install_job import FleetWheelInstallJob
+from ansible_collections.sparkforge.stack.plugins.module_utils.host import env_file, host_paths, records, venv
+from ansible_collections.sparkforge.stack.plugins.module_utils._common.job import JobError
+
+sys.path.insert(0, os.path.dirname(__file__))
+from fake_system import FakeSystem  # noqa: E402  pylint: disable=wrong-import-position
 
 TOKEN = "export HF_TOKEN=hf_secret_value_123\n"
 
@@ -247,3 +254,101 @@ class _NoRun:
 
     def run(self, cmd, env=None, cwd=None):
         return 127, "", "no such file"
+
+
+# ------------------------------------------------------------------ the JSON records (the proof, the generation)
+
+RECORD_VARIABLES = {"proof": "sparkforge_proof_file", "generation": "sparkforge_host_generation_file"}
+GENERATION = {"lineage": "L1", "class": "spark", "number": 2}
+_json_values = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=6),
+                            lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner,
+                                                                                        max_size=4), max_leaves=8)
+# What a user may have at a record's path: JSON of any shape (an object of other keys, a marker of another
+# kind or a wrong value, the earlier shape with a key more or less), text, an empty file, a symlink, a directory.
+_record_things = st.one_of(
+    st.tuples(st.just("json"), _json_values),
+    st.tuples(st.just("json"), st.dictionaries(st.sampled_from(sorted(records.LEGACY["generation"][0] | {
+        "compared", "profile", "token", records.MARKER_KEY})), _json_values, min_size=1, max_size=10)),
+    st.tuples(st.just("json"), st.sampled_from([
+        {records.MARKER_KEY: "sparkforge"}, {records.MARKER_KEY: records.MARKERS["proof"], "generation": 1},
+        {"compared": {}, "profile": {}, "token": "x"}, {"compared": {}}, {"compared": [], "profile": {}}])),
+    st.tuples(st.just("text"), st.text(max_size=30)),
+    st.tuples(st.just("link"), st.sampled_from(["elsewhere.json", "/etc/hostname"])),
+    st.tuples(st.just("dir"), st.text(max_size=10)),
+)
+
+
+def _make_record_thing(path, thing):
+    kind, value = thing
+    if kind == "json":
+        path.write_text(json.dumps(value))
+        os.chmod(str(path), 0o600)
+    elif kind == "text":
+        path.write_text(value)
+    elif kind == "link":
+        os.symlink(value, str(path))
+    else:
+        path.mkdir()
+        (path / "inside.txt").write_text(value)
+
+
+def _ours(record_kind, thing):
+    """Whether ``thing`` happens to be a record of sparkforge's (the strategies can draw the earlier shape)."""
+    return thing[0] == "json" and records.is_ours(record_kind, thing[1])
+
+
+@settings(max_examples=120, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(thing=_record_things, record_kind=st.sampled_from(sorted(RECORD_VARIABLES)))
+def test_whatever_the_user_has_at_a_record_path_preflight_and_the_writers_refuse_it_changing_nothing(
+        tmp_path_factory, thing, record_kind):
+    """O16, O17 (issue 52): whatever is at sparkforge_proof_file or sparkforge_host_generation_file that is not
+    sparkforge's JSON record - any other JSON, text, a symlink, a directory - preflight's check refuses, naming the
+    variable and what to do; the generation record's writers (fleet_wheel_install's plan, write_host) refuse it too;
+    the path stays byte for byte."""
+    top = tmp_path_factory.mktemp("records")
+    path = top / os.path.basename(record_kind + ".json")
+    _make_record_thing(path, thing)
+    if _ours(record_kind, thing):
+        return
+    before = listing(top)
+    variable = RECORD_VARIABLES[record_kind]
+    found = host_paths.paths_problems([{"variable": variable, "path": str(path), "kind": "file", "own": record_kind}])
+    assert len(found) == 1 and found[0].startswith("%s=%s" % (variable, path)), ("O16", thing, found)
+    assert "is a directory, not a file" in found[0] or (
+        "nothing was changed; sparkforge writes %s there. Move it away, or set %s to another path"
+        % (records.WHAT[record_kind], variable)) in found[0], ("O16", found)
+    if record_kind == "generation":
+        with pytest.raises(gen.GenerationError) as info:
+            gen.write_host(str(path), gen.host_transition({}, GENERATION, "installing", "first", "t"))
+        assert str(info.value).startswith("%s=%s" % (variable, path)), ("O17", info.value)
+        job = FleetWheelInstallJob(dict(venv=str(top / "venv"), wheel_dir=str(top), wheels=[], pip_extra_args="",
+                                        python="python3", copies="fail", rehash=False, generation=GENERATION,
+                                        venv_state=[], host_record=str(path)), FakeSystem(), check_mode=True)
+        with pytest.raises(JobError) as info:
+            job.plan()
+        assert info.value.msg.startswith("sparkforge_host_generation_file=%s" % path), ("O17", info.value.msg)
+    assert listing(top) == before
+
+
+def test_records_sparkforge_writes_and_the_earlier_shapes_are_its_own(tmp_path):
+    """O16, O17: the records this version writes (with the marker) and the ones the previous version wrote (its exact
+    keys, no marker) pass; a record is written again, keeping its marker; read_host does not show the marker."""
+    path = tmp_path / "generation.json"
+    first = gen.host_transition({}, GENERATION, "installing", "first install", "t")
+    legacy = dict(first)
+    path.write_text(json.dumps(legacy))
+    assert records.ownership(str(path), "generation")[0] == "ours", "O17"
+    assert host_paths.paths_problems([{"variable": "v", "path": str(path), "kind": "file", "own": "generation"}]) == []
+    gen.write_host(str(path), gen.host_transition(gen.read_host(str(path)), GENERATION, "installed", "first", "t"))
+    assert json.loads(path.read_text())[records.MARKER_KEY] == records.MARKERS["generation"]
+    assert records.MARKER_KEY not in gen.read_host(str(path)) and gen.read_host(str(path))["state"] == "installed"
+    proof = tmp_path / "provisioned.json"
+    proof.write_text(json.dumps({"compared": {"torch": "2.9.1"}, "profile": {}}, indent=2))
+    assert records.ownership(str(proof), "proof")[0] == "ours", "O16"
+    proof.write_text(json.dumps({"compared": {"torch": "2.9.1"}}))  # the first version's proof
+    assert records.ownership(str(proof), "proof")[0] == "ours", "O16"
+    proof.write_text(json.dumps(records.mark("proof", {"compared": {}, "profile": {}, "more": 1})))
+    assert records.ownership(str(proof), "proof")[0] == "ours"
+    # A record of the other kind is not this one's.
+    assert records.ownership(str(path), "proof")[0] == "user"

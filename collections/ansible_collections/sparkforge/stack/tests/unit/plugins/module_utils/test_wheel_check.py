@@ -15,7 +15,7 @@ import zipfile
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from ansible_collections.sparkforge.stack.plugins.module_utils.plan import wheel_check
+from ansible_collections.sparkforge.stack.plugins.module_utils.packages import wheel_check
 from ansible_collections.sparkforge.stack.plugins.module_utils.plan.stack_plan_job import (
     PYTHON_READ, venv_python_version)
 

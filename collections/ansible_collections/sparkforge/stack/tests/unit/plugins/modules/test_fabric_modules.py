@@ -70,6 +70,21 @@ def test_fabric_netplan_check_mode_apply_rerun(tmp_path):
     assert rc == 0 and not again["changed"], again
 
 
+def test_fabric_netplan_keeps_the_drop_in_it_replaces_or_removes(tmp_path):
+    """O15 (issue 52): a changed drop-in (or state absent) keeps the version it replaces beside it."""
+    sysfs, _proc = spark(tmp_path)
+    path = tmp_path / "root" / "etc" / "netplan" / "40-sparkforge-fabric.yaml"
+    prev = tmp_path / "root" / "etc" / "netplan" / "40-sparkforge-fabric.yaml.sparkforge-prev"
+    first, rc = run_module("fabric_netplan", netplan_args(tmp_path, sysfs))
+    assert rc == 0 and "kept" not in first and not prev.exists(), first
+    old = path.read_text()
+    res, rc = run_module("fabric_netplan", netplan_args(tmp_path, sysfs, address="192.168.100.21/24"))
+    assert rc == 0 and res["kept"] == str(prev) and prev.read_text() == old, ("O15", res)
+    newer = path.read_text()
+    res, rc = run_module("fabric_netplan", netplan_args(tmp_path, sysfs, state="absent"))
+    assert rc == 0 and not path.exists() and prev.read_text() == newer, ("O15", res)
+
+
 def test_fabric_netplan_refuses_before_any_change(tmp_path):
     sysfs, _proc = spark(tmp_path)
     path = tmp_path / "root" / "etc" / "netplan" / "40-sparkforge-fabric.yaml"

@@ -264,6 +264,28 @@ def manifest_problem(path):
     return None
 
 
+def content_problem(path):
+    """Why the wheel file at ``path`` is not one pip installs as its file name says (a zip with its .dist-info
+    METADATA and RECORD, whose METADATA names the project, version and local tag of its file name), or None."""
+    return zip_problem(path) or metadata_problem(path)
+
+
+def install_problem(path, python_version, machine, glibc=None):
+    """Why pip cannot install the wheel at ``path`` on a host of CPython ``python_version`` (X.Y; None: the Python
+    tag is not judged, only the platform), ``machine`` and ``glibc`` (X.Y; None: not judged), or None: its tags
+    (tag_problem), then its contents (content_problem). The one check of a wheel a host is about to install: the
+    local wheelhouse in preflight (wheelhouse_problems), a fleet's wheels before their install."""
+    if python_version:
+        why = tag_problem(path, python_version, machine, glibc)
+    elif parse(path) is None:
+        why = "is not a wheel file name (name-version-python-abi-platform.whl)"
+    else:
+        fits = [_platform_problem(p, MACHINES.get(machine, machine), parse_glibc(glibc))
+                for p in parse(path)["platform"]]
+        why = None if None in fits else "; ".join(fits)
+    return why or content_problem(path)
+
+
 def local_dir(location):
     """The directory of a wheelhouse given as a path or file:// URL; None for a remote URL."""
     parsed = urlparse(location or "")
@@ -319,7 +341,7 @@ def wheelhouse_problems(location, wanted, python_version, machine, variable, gli
         if tag_problem(fname, python_version, machine, glibc):
             continue
         path = os.path.join(directory, fname)
-        why = zip_problem(path) or metadata_problem(path) or manifest_problem(path)
+        why = content_problem(path) or manifest_problem(path)
         if why:
             out.append("the wheelhouse %s (%s): %s %s" % (directory, variable, os.path.join(directory, fname), why))
     return out
