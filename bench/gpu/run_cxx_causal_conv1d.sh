@@ -11,7 +11,12 @@
 # (setsid) with its state in $STATE, an ignored directory of the checkout that stays on the machine between calls
 # while it is warm, and the script is idempotent: the first call runs step 1, starts step 2 and waits for it
 # until BUDGET_S; a second call (same command) only waits and collects.  On a fresh machine it starts over.
-# Usage (repository root): WHEELS=.whl SDISTS=$PWD/.sdist OUT=dir bash bench/gpu/run_cxx_causal_conv1d.sh
+# SDISTS is the role's find-links (ml_packages_no_index): causal_conv1d-1.7.0.tar.gz (sha256 3202758494eaa7b5...d32b)
+# and packaging-26.4-py3-none-any.whl: causal-conv1d requires `packaging`, which the owner's venv lacks (issue 52's
+# pip freeze of it), and the modules no longer pass the carried Ansible's PYTHONPATH (/tmp/site, where issue 35's
+# run found it) to the venv's pip.  The device tool sends the session's checkout, not a helper's worktree: run it
+# from the checkout that holds this script, with .whl and the sdist directory ignored there and carried.
+# Usage (repository root; CHECK_ONLY=1 for step 1 alone): WHEELS=.whl SDISTS=$PWD/.sdist OUT=dir bash bench/gpu/run_cxx_causal_conv1d.sh
 set -uo pipefail
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 OUT=${OUT:-$REPO/gpu-out}
@@ -144,6 +149,9 @@ log "check run: ansible-playbook --check exit $rc after $(( $(date +%s) - start 
 grep -A3 "PLAY RECAP" "$STATE/check.log" | tee -a "$STATE/console.txt"
 log "the plan's GPU source builds (check.log):"
 grep -A12 "GPU source builds" "$STATE/check.log" | tee -a "$STATE/console.txt"
+
+# CHECK_ONLY=1: step 1 alone (a call too short for the build).
+[ "${CHECK_ONLY:-}" = 1 ] && collect "$rc"
 
 setsid nohup bash "$REPO/bench/gpu/run_cxx_causal_conv1d.sh" __real > "$STATE/real.out" 2>&1 < /dev/null &
 echo $! > "$STATE/real.pid"
