@@ -1,5 +1,5 @@
 # -*- coding: utf-8 -*-
-"""Every wheel of a wheelhouse proven before the venv is touched (module_utils/plan/wheel_check.py, issue 52 item 6):
+"""Every wheel of a wheelhouse proven before the venv is touched (module_utils/packages/wheel_check.py, issue 52 item 6):
 the file name against the METADATA inside the wheel (name, version, local tag), the platform tags against the host's
 machine and glibc, the Python tags against the venv's Python. The wheels are real zips this test writes (their
 .dist-info METADATA, WHEEL and RECORD), as a build tool lays them out. The same rows through
