@@ -269,7 +269,12 @@ def test_the_readme_block_as_written(index_root, tmp_path):
                GIT_COMMITTER_EMAIL="t@t")
     for cmd in (["git", "init", "-q"], ["git", "add", "collections"], ["git", "commit", "-qm", "data"]):
         subprocess.run(cmd, cwd=str(checkout), env=env, check=True)
-    lines = readme.commands("version-pins-and-releases.md", "## Adding a release: `sparkforge versions`")
+    # The section's last block (the suites to run after the data edit) is tests/test_guide_edits.py's.
+    lines = [line for line in readme.commands("version-pins-and-releases.md",
+                                              "## Adding a release: `sparkforge versions`")
+             if not line.startswith("cd collections/")]
+    assert readme.command("version-pins-and-releases.md", "cd collections/",
+                          heading="## Adding a release: `sparkforge versions`")
     assert [line.split("#")[0].split() for line in lines] == [
         [".venv/bin/sparkforge", "versions"], [".venv/bin/sparkforge", "versions", "--check"],
         [".venv/bin/sparkforge", "versions", "--write"],
