@@ -110,8 +110,19 @@ PYEOF
   [ -n "$rc" ] && exit "$rc"
 }
 
-wait_real() {  # until the real run ends or this call's budget is spent
-  while [ ! -f "$STATE/real.rc" ] && [ $(( $(date +%s) - T0 )) -lt "$BUDGET_S" ]; do sleep 5; done
+snapshot() {  # what there is so far into $OUT (it comes back even when the device tool kills the call at its limit)
+  [ -f "$STATE/real.done" ] || cp /tmp/sparkforge-reports/ml_packages_logs/causal-conv1d.log "$STATE/pip.log" 2>/dev/null
+  cp "$STATE/console.txt" "$OUT/console.txt" 2>/dev/null
+  for f in check.log run.log rows-check.json rows-run.json pip.log build.ninja; do
+    [ -f "$STATE/$f" ] && cp "$STATE/$f" "$OUT/$f"
+  done
+}
+
+wait_real() {  # until the real run ends or this call's budget is spent (a snapshot into $OUT every 15 s)
+  n=0
+  while [ ! -f "$STATE/real.rc" ] && [ $(( $(date +%s) - T0 )) -lt "$BUDGET_S" ]; do
+    sleep 5; n=$((n + 1)); [ $((n % 3)) = 0 ] && snapshot
+  done
   if [ -f "$STATE/real.rc" ]; then
     collect "$(cat "$STATE/real.rc")"
   fi
@@ -150,6 +161,7 @@ grep -A3 "PLAY RECAP" "$STATE/check.log" | tee -a "$STATE/console.txt"
 log "the plan's GPU source builds (check.log):"
 grep -A12 "GPU source builds" "$STATE/check.log" | tee -a "$STATE/console.txt"
 
+snapshot  # step 1's output into $OUT before the build starts
 # CHECK_ONLY=1: step 1 alone (a call too short for the build).
 [ "${CHECK_ONLY:-}" = 1 ] && collect "$rc"
 
