@@ -23,6 +23,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "collections"))
 
+from ansible_collections.sparkforge.stack.plugins.module_utils.cuda import arch as cuda_arch  # noqa: E402
 from ansible_collections.sparkforge.stack.plugins.module_utils.cuda import fatbin  # noqa: E402
 
 
@@ -46,7 +47,7 @@ def counts(names):
     out = {}
     for name in names:
         out[name] = out.get(name, 0) + 1
-    return dict(sorted(out.items(), key=lambda kv: fatbin.parse_arch(kv[0])))
+    return dict(sorted(out.items(), key=lambda kv: cuda_arch.parse_sm(kv[0])))
 
 
 def compare(path, cuobjdump, repeat, target):
@@ -86,15 +87,15 @@ def markdown(results, command):
         lines += ["### `%s` (%.1f MB)" % (res["library"], res["size_bytes"] / 1e6), "",
                   "| arch | cuobjdump --list-elf | sparkforge (cuobjdump names) | sparkforge arch | kernels |",
                   "|---|---|---|---|---|"]
-        names = sorted(set(cu["elf"]) | set(sf["elf"]), key=fatbin.parse_arch)
+        names = sorted(set(cu["elf"]) | set(sf["elf"]), key=cuda_arch.parse_sm)
         for name in names:
-            ours = [a for a in sf["sass"] if fatbin.parse_arch(a)[:2] == fatbin.parse_arch(name)[:2]
+            ours = [a for a in sf["sass"] if cuda_arch.parse_sm(a)[:2] == cuda_arch.parse_sm(name)[:2]
                     and (a.endswith("a") == name.endswith("a"))]
             kern = ", ".join("%s: %s" % (a, sf["kernels"].get(a)) for a in ours)
             lines.append("| %s | %s | %s | %s | %s |" % (name, cu["elf"].get(name, 0), sf["elf"].get(name, 0),
                                                           ", ".join(ours), kern))
         lines += ["", "| PTX | cuobjdump --list-ptx | sparkforge |", "|---|---|---|"]
-        for name in sorted(set(cu["ptx"]) | set(sf["ptx"]), key=fatbin.parse_arch) or ["(none)"]:
+        for name in sorted(set(cu["ptx"]) | set(sf["ptx"]), key=cuda_arch.parse_sm) or ["(none)"]:
             lines.append("| %s | %s | %s |" % (name, cu["ptx"].get(name, 0), sf["ptx"].get(name, 0)))
         lines += ["", "Agreement: ELF %s, PTX %s. Verdict for %s: %s (via %s)." % (
             "yes" if res["agree_elf"] else "NO", "yes" if res["agree_ptx"] else "NO", res["target"], sf["verdict"],

@@ -218,8 +218,8 @@ from ansible_collections.sparkforge.stack.plugins.module_utils.cuda.fatbin impor
     VERDICTS,
     FatbinError,
     audit,
-    parse_capability,
 )
+from ansible_collections.sparkforge.stack.plugins.module_utils.cuda.arch import ArchError, capability
 from ansible_collections.sparkforge.stack.plugins.module_utils.cuda import ptx_isa
 from ansible_collections.sparkforge.stack.plugins.module_utils.host.host_facts import driver_cuda as smi_driver_cuda
 
@@ -264,8 +264,8 @@ def host_capability(module):
     caps = []
     for line in proc.stdout.splitlines():
         try:
-            caps.append(parse_capability(line))
-        except FatbinError:
+            caps.append(capability(line))
+        except ArchError:
             continue
     if proc.returncode != 0 or not caps:
         return None
@@ -290,8 +290,8 @@ def main():
     source = "argument"
     if target:
         try:
-            parse_capability(target)
-        except FatbinError:
+            capability(target)
+        except ArchError:
             module.fail_json(msg="target %r is not a compute capability: give one like 12.1, 9.0 or sm_121" % target)
     else:
         target = host_capability(module)

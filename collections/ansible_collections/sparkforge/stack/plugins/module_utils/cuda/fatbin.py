@@ -264,22 +264,6 @@ def arch_name(prefix, number, flags):
     return "%s_%d%s" % (prefix, number, suffix)
 
 
-def parse_arch(name):
-    """'sm_121a' -> (12, 1, 'a'); 'compute_90' -> (9, 0, ''); '120' -> (12, 0, '') (cuda/arch.py reads it)."""
-    try:
-        return cuda_arch.parse_sm(name)
-    except cuda_arch.ArchError as exc:
-        raise FatbinError(str(exc))
-
-
-def parse_capability(text):
-    """'12.1' / 'sm_121' / '121' -> (12, 1)."""
-    try:
-        return cuda_arch.capability(text)
-    except cuda_arch.ArchError as exc:
-        raise FatbinError(str(exc))
-
-
 def iter_containers(buf, start, end):
     """Yield (offset, header_size, entries_size) for each fat binary container in buf[start:end]."""
     pos = start
@@ -413,7 +397,7 @@ def arch_level(name, target):
 
     Returns 'native', 'compatible', 'jit' or None when it cannot run there.
     """
-    major, minor, variant = parse_arch(name)
+    major, minor, variant = cuda_arch.parse_sm(name)
     if name.startswith("compute_"):
         return "jit" if cuda_arch.ptx_runs_on(major, minor, variant, target) else None
     if (major, minor) == tuple(target):
@@ -497,7 +481,7 @@ def _verdict(sass, ptx, target, ptx_isa_max=None):
 
 
 def _arch_sort_key(arch):
-    major, minor, variant = parse_arch(arch)
+    major, minor, variant = cuda_arch.parse_sm(arch)
     return (major, minor, variant)
 
 
@@ -610,7 +594,10 @@ def audit(path, target=None, kernels=True, decompressor=None, ptx_isa_max=None):
     PTX ISA the driver loads (None: not checked), as library_summary takes it.
     """
     decompressor = decompressor or Decompressor()
-    tgt = parse_capability(target) if target else None
+    try:
+        tgt = cuda_arch.capability(target) if target else None
+    except cuda_arch.ArchError as exc:
+        raise FatbinError(str(exc))
     if os.path.isdir(path):
         kind = "directory"
         items = ((p, p, os.path.relpath(p, path)) for p in iter_directory(path))

@@ -64,14 +64,6 @@ def parse_memory_mib(value):
     return int(match.group(1))
 
 
-def capability_to_sm(capability):
-    """'12.1' -> 'sm_121', '9.0' -> 'sm_90' (cuda/arch.py's names)."""
-    try:
-        return arch.to_sm(arch.parse_name(capability))
-    except arch.ArchError:
-        raise FactsError("cannot read a compute capability from %r" % capability)
-
-
 def _peak_problem(value):
     """Why a datasheet peak is not one (None when it is: a positive finite number, or null for "not given")."""
     if value is None:
@@ -150,11 +142,15 @@ def parse_nvidia_smi_csv(text, platforms):
             raise FactsError("unexpected nvidia-smi line (expected %d fields): %s" % (len(header), line))
         row = dict(zip(header, cells))
         capability = row["compute_cap"]
+        try:
+            sm = arch.to_sm(arch.parse_name(capability))
+        except arch.ArchError:
+            raise FactsError("cannot read a compute capability from %r" % capability)
         gpus.append({
             "index": int(row["index"]),
             "name": row["name"],
             "compute_capability": capability,
-            "sm": capability_to_sm(capability),
+            "sm": sm,
             "driver_version": row.get("driver_version") or None,
             "memory_mib": parse_memory_mib(row.get("memory.total", "")),
             "uuid": row.get("uuid") or None,
@@ -216,7 +212,7 @@ def summarize(gpus, cpu, machine, mem, nvidia_smi_path):
         "gpus": gpus,
         "gpu_count": len(gpus),
         "compute_capabilities": capabilities,
-        "sm_archs": [capability_to_sm(cap) for cap in capabilities],
+        "sm_archs": [arch.to_sm(cap) for cap in capabilities],
         "platform_class": platform_class,
         "platform_classes": classes,
         "driver_version": drivers[0] if drivers else None,

@@ -24,7 +24,7 @@ import re
 import shutil
 import struct
 
-from ansible_collections.sparkforge.stack.plugins.module_utils.packages.heavy_build import HeavyBuildError, parse_arch_list
+from ansible_collections.sparkforge.stack.plugins.module_utils.packages.heavy_build import HeavyBuildError
 from ansible_collections.sparkforge.stack.plugins.module_utils.cuda import arch as cuda_arch
 from ansible_collections.sparkforge.stack.plugins.module_utils.cuda import fatbin
 from ansible_collections.sparkforge.stack.plugins.module_utils.cuda import ptx_isa
@@ -59,7 +59,10 @@ def requested_targets(gpu_build, env):
     spec = [s for s in gpu_build["arch_env"] if s["name"] == name][0]
     value = (env or {}).get(name, "")
     if spec["form"] == "torch":
-        archs = parse_arch_list(value, name)
+        try:
+            archs = cuda_arch.parse_list(value, name, allow_empty=False)
+        except cuda_arch.ArchError as exc:
+            raise HeavyBuildError(str(exc))
         sass = [cuda_arch.to_sm(a) for a in archs]
         ptx = [cuda_arch.to_sm(a, "compute") for a in archs if a["ptx"]]
     else:
@@ -72,8 +75,8 @@ def requested_targets(gpu_build, env):
 def _meets(asked, present):
     """SASS/PTX ``present`` is what ``asked`` names: same compute capability; an arch-specific ('a')
     request needs the 'a' build (its extra instructions), a plain or family one takes any variant."""
-    a_major, a_minor, a_variant = fatbin.parse_arch(asked)
-    p_major, p_minor, p_variant = fatbin.parse_arch(present)
+    a_major, a_minor, a_variant = cuda_arch.parse_sm(asked)
+    p_major, p_minor, p_variant = cuda_arch.parse_sm(present)
     return (a_major, a_minor) == (p_major, p_minor) and (a_variant != "a" or p_variant == "a")
 
 
@@ -193,7 +196,7 @@ def audit_prebuilt(path, targets, package, links, ptx_limit=None):
     if libs and not loads:
         bad += ["%s %s" % (lib["path"], "; ".join(lib["links"])) for lib in libs]
     for target in targets or []:
-        target = "%d.%d" % fatbin.parse_capability(target)
+        target = "%d.%d" % cuda_arch.capability(target)
         if loads and not [lib for lib in loads if lib["verdicts"].get(target) not in (None, "unsupported")]:
             bad.append("no library that loads here has code for %s (%s)" % (target, "; ".join(
                 "%s: SASS %s, PTX %s" % (lib["path"], ",".join(lib["sass"]) or "none", ",".join(lib["ptx"]) or "none")

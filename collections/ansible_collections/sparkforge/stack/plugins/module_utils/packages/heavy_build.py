@@ -50,18 +50,6 @@ class HeavyBuildError(Exception):
     """A gpu_build entry, arch list or sdist that cannot be used; the message names what and why."""
 
 
-def parse_arch_list(text, variable="cuda_arch_list"):
-    """'9.0;12.1+PTX' (';', ',' or spaces between) -> cuda/arch.py's entries ({major, minor, variant, ptx, text}).
-
-    Only the numeric names TORCH_CUDA_ARCH_LIST accepts; named ones (Hopper, ...) are refused
-    so every form derived from the list is exact.
-    """
-    try:
-        return cuda_arch.parse_list(text, variable, allow_empty=False)
-    except cuda_arch.ArchError as exc:
-        raise HeavyBuildError(str(exc))
-
-
 def _runs_on(choice, target):
     """SASS for sm_<choice> runs on ``target`` (an entry)."""
     major, minor, variant = cuda_arch.parse_sm(choice)
@@ -156,7 +144,11 @@ def build_jobs(cpus, memory_gib, job_memory_gib, share=MEMORY_SHARE):
 def build_env(package, gpu_build, arch_list, cpus, memory_gib, variable="cuda_arch_list"):
     """(environment, notes) of one heavy source build: every arch form, force-build flags, job knobs."""
     validate_gpu_build(package, gpu_build)
-    archs = parse_arch_list(arch_list, variable)
+    # Only the numeric names TORCH_CUDA_ARCH_LIST accepts (cuda/arch.py), so every form derived is exact.
+    try:
+        archs = cuda_arch.parse_list(arch_list, variable, allow_empty=False)
+    except cuda_arch.ArchError as exc:
+        raise HeavyBuildError(str(exc))
     env = {}
     for spec in gpu_build["arch_env"]:
         env[spec["name"]] = render_arch(archs, spec, package)

@@ -35,6 +35,7 @@ import tempfile
 import time
 
 from ansible_collections.sparkforge.stack.plugins.module_utils.packages import gpu_audit
+from ansible_collections.sparkforge.stack.plugins.module_utils.cuda import arch as cuda_arch
 from ansible_collections.sparkforge.stack.plugins.module_utils.cuda import fatbin
 from ansible_collections.sparkforge.stack.plugins.module_utils.packages import cxx_std, heavy_build, ml_gpu
 from ansible_collections.sparkforge.stack.plugins.module_utils.packages.ml_packages_job import host_compiler
@@ -83,8 +84,8 @@ def plan_item(item, arch_list, audit_targets, cpus=None, memory_gib=None):
     bad input raises HeavyBuildError naming the variable and the value."""
     for target in audit_targets or []:
         try:
-            fatbin.parse_capability(target)
-        except fatbin.FatbinError:
+            cuda_arch.capability(target)
+        except cuda_arch.ArchError:
             raise heavy_build.HeavyBuildError("audit_targets: %r is not a compute capability (give one like 12.1 "
                                               "or 9.0)" % (target,))
     if not audit_targets:

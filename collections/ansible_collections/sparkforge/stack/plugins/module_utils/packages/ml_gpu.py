@@ -15,6 +15,7 @@ import os
 import time
 
 from ansible_collections.sparkforge.stack.plugins.module_utils.packages import gpu_audit
+from ansible_collections.sparkforge.stack.plugins.module_utils.cuda import arch as cuda_arch
 from ansible_collections.sparkforge.stack.plugins.module_utils.cuda import fatbin
 from ansible_collections.sparkforge.stack.plugins.module_utils.cuda import ptx_isa
 from ansible_collections.sparkforge.stack.plugins.module_utils.packages import cxx_std, elf_links, heavy_build
@@ -189,8 +190,8 @@ def gpu_plan(p, plan):
     """Give every planned GPU source build its environment and audit targets; refuse bad input first."""
     for target in p["audit_targets"]:
         try:
-            fatbin.parse_capability(target)
-        except fatbin.FatbinError:
+            cuda_arch.capability(target)
+        except cuda_arch.ArchError:
             raise JobError("audit_targets: %r is not a compute capability (give one like 12.1 or 9.0)" % target)
     limit = None
     if p.get("ptx_isa"):

@@ -22,6 +22,7 @@ import subprocess
 import tempfile
 
 from ansible_collections.sparkforge.stack.plugins.module_utils.verify import multi_gpu
+from ansible_collections.sparkforge.stack.plugins.module_utils.cuda import arch as cuda_arch
 from ansible_collections.sparkforge.stack.plugins.module_utils.cuda import fatbin
 from ansible_collections.sparkforge.stack.plugins.module_utils.verify import gpu_clocks, png_chart
 from ansible_collections.sparkforge.stack.plugins.module_utils.verify import nvml_sampler, torch_check_script
@@ -120,13 +121,13 @@ def peak_for(entry, peak_key):
 
 def arch_coverage(arch_list, capability):
     """Does torch's compiled arch list run on ``capability``? {covers, level, via}."""
-    target = fatbin.parse_capability(capability)
+    target = cuda_arch.capability(capability)
     best = None
     via = []
     for arch in arch_list:
         try:
             level = fatbin.arch_level(arch, target)
-        except fatbin.FatbinError:
+        except cuda_arch.ArchError:
             continue
         if level:
             via.append(arch)

@@ -18,6 +18,10 @@ from ansible_collections.sparkforge.stack.plugins.module_utils.cuda import fatbi
 from ansible_collections.sparkforge.stack.plugins.module_utils.packages import heavy_build
 from ansible_collections.sparkforge.stack.plugins.module_utils.plan import validate
 
+# A GPU source build's facts (the manifest's shape: one torch-form arch variable) for the heavy build's reader.
+GPU_BUILD = {"arch_env": [{"name": "TORCH_CUDA_ARCH_LIST", "form": "torch"}], "jobs_env": "MAX_JOBS",
+             "nvcc_threads": 2, "job_memory_gib": 4}
+
 majors = st.integers(min_value=1, max_value=15)
 minors = st.integers(min_value=0, max_value=9)
 variants = st.sampled_from(arch.VARIANTS)
@@ -70,7 +74,7 @@ def test_every_reader_refuses_what_the_one_parser_refuses(text):
     with pytest.raises(torch_build.ArchListError):
         torch_build.plan_arch_list(text, "2.11.0", {}, "dgx_spark", [], {}, {})
     with pytest.raises(heavy_build.HeavyBuildError):
-        heavy_build.parse_arch_list(text)
+        heavy_build.build_env("flash-attn", GPU_BUILD, text, 4, 16.0)
     with pytest.raises(validate.Invalid):
         validate.check_string(text, "arch_list", {})
 

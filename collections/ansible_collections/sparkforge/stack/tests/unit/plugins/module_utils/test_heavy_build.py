@@ -34,14 +34,16 @@ def matrix(manifest):
     return manifest["sparkforge_ml_packages"]
 
 
-def test_parse_arch_list_forms_and_errors():
-    archs = hb.parse_arch_list("9.0; 12.1,12.0+PTX")
-    assert [(a["major"], a["minor"], a["ptx"], a["text"]) for a in archs] == [
-        (9, 0, False, "9.0"), (12, 1, False, "12.1"), (12, 0, True, "12.0+PTX")]
+def test_build_env_reads_the_arch_list_through_cuda_arch(matrix):
+    """';', ',' or blanks between; every form derived from cuda/arch.py's entries; bad or empty lists refused as the
+    build's own error, naming the variable."""
+    gb = matrix["flash-attn"]["gpu_build"]
+    env = hb.build_env("flash-attn", gb, "9.0; 12.1,12.0+PTX", 20, 110.0)[0]
+    assert env["TORCH_CUDA_ARCH_LIST"] == "9.0;12.1;12.0+PTX"
     with pytest.raises(hb.HeavyBuildError, match=r"cuda_arch_list='9.0;Hopper': 'Hopper' is not an architecture"):
-        hb.parse_arch_list("9.0;Hopper")
+        hb.build_env("flash-attn", gb, "9.0;Hopper", 20, 110.0)
     with pytest.raises(hb.HeavyBuildError, match="sparkforge_cuda_arch_list is empty"):
-        hb.parse_arch_list(" ", "sparkforge_cuda_arch_list")
+        hb.build_env("flash-attn", gb, " ", 20, 110.0, "sparkforge_cuda_arch_list")
 
 
 def test_every_heavy_package_has_complete_facts(matrix):

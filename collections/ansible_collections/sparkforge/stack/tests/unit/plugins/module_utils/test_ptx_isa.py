@@ -27,6 +27,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ansible_collections.sparkforge.stack.plugins.module_utils.cuda import arch as cuda_arch
 from ansible_collections.sparkforge.stack.plugins.module_utils.cuda import fatbin, ptx_isa
 from ansible_collections.sparkforge.stack.plugins.module_utils.host.host_facts import driver_cuda
 from ansible_collections.sparkforge.stack.plugins.module_utils.packages import gpu_audit
@@ -269,13 +270,13 @@ _CUDAS = ["%d.%d" % r["cuda"] for r in _ROWS]
 def test_property_jit_exactly_when_the_driver_loads_the_isa(isa, cuda, target):
     """For every ISA and every driver release of the table: PTX-only coverage is jit iff the ISA is at most the
     driver's row's, unsupported (the ISA named) otherwise; no driver limit known: always jit."""
-    lib = fatbin.library_summary(fatbin.scan_elf(_ptx_library(isa))["entries"], fatbin.parse_capability(target),
+    lib = fatbin.library_summary(fatbin.scan_elf(_ptx_library(isa))["entries"], cuda_arch.capability(target),
                                  ptx_isa.driver_limit(cuda, TABLE)["ptx_isa_max"])
     loads = ptx_isa.key(isa) <= [r["isa"] for r in _ROWS if "%d.%d" % r["cuda"] == cuda][0]
     assert lib["ptx_versions"] == [isa]
     assert lib["verdict"] == ("jit" if loads else "unsupported")
     assert lib["ptx_refused"] == ([] if loads else [{"arch": "compute_90", "isa": isa}])
-    unknown = fatbin.library_summary(fatbin.scan_elf(_ptx_library(isa))["entries"], fatbin.parse_capability(target))
+    unknown = fatbin.library_summary(fatbin.scan_elf(_ptx_library(isa))["entries"], cuda_arch.capability(target))
     assert unknown["verdict"] == "jit"
 
 
