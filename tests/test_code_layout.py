@@ -221,8 +221,9 @@ def _arch_list_values(node, under=None, found=None):
 
 def test_no_role_decides_an_arch_list():
     """issue 45: the plan decides each consumer's arch list (sparkforge_plan.arch, module_utils/plan/arch_plan.py);
-    a role's arch list is read from it (or, run without a plan, from the arch_without_plan filter over the same
-    rules), never made in the role by string surgery or by reading the installed torch."""
+    a role's arch list is read the one way, the plan_arch filter (the plan's block, or the plan's rules for this host
+    when the plan is not the role's), never made in the role by string surgery or by reading the installed torch,
+    and never read from sparkforge_plan.arch past the filter (issue 55)."""
     import yaml
     problems, defined = [], []
     for path in sorted(glob.glob(os.path.join(COLLECTION, "roles", "*", "tasks", "*.yml"))):
@@ -231,6 +232,9 @@ def test_no_role_decides_an_arch_list():
         name = os.path.relpath(path, COLLECTION)
         if "get_arch_list" in text or re.search(r"\^sm_|sm_\(", text):
             problems.append("%s reads or converts torch's arch names itself" % name)
+        code = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
+        if re.search(r"sparkforge_plan\.arch\b", code):
+            problems.append("%s reads sparkforge_plan.arch past the plan_arch filter" % name)
         for where, key, value in _arch_list_values(yaml.safe_load(text)):
             if "{{" not in value:
                 continue
@@ -238,8 +242,8 @@ def test_no_role_decides_an_arch_list():
                 problems.append("%s: %s derives a list (%s)" % (name, key, ARCH_DERIVING.search(value).group(0)))
             if where == "defined":
                 defined.append(key)
-                if not re.search(r"sparkforge_plan\.arch\b", value):
-                    problems.append("%s: %s is not read from sparkforge_plan.arch" % (name, key))
+                if not re.search(r"sparkforge_plan\b.*?\|\s*sparkforge\.stack\.plan_arch\b", value, re.S):
+                    problems.append("%s: %s is not read through the plan_arch filter" % (name, key))
     # The four consumers (pytorch, torch_domains, ml_packages, runtime_env) each define theirs: the walk saw them.
     assert set(defined) >= {"pytorch_planned_arch_list", "torch_domains_arch_list", "ml_packages_arch_list",
                             "_arch_list"}, defined

@@ -2,7 +2,7 @@
 
 The role runs for real on this machine (local connection) with its profile script in a temporary
 directory: it exports the plan's list (sparkforge_plan.arch) when there is a plan, whatever else is set
-(the plan decided, issue 45); without one (cluster.yml) the same rules answer (arch_without_plan:
+(the plan decided, issue 45); without one (cluster.yml) the same rules answer (the plan_arch filter:
 sparkforge_cuda_arch_list, else the host's GPUs, sm_archs); runtime_env_export_arch_list=false exports nothing, and a
 bad value fails before the script is written.
 """

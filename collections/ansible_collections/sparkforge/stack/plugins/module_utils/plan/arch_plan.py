@@ -2,8 +2,8 @@
 # Copyright: sparkforge developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The CUDA arch list of the plan, with the reason: decided here, once, and published by the plan as
-``sparkforge_plan.arch`` = {list, reason}; every role reads it (a role run without a plan asks the
-arch_without_plan filter, which answers with the same shape).
+``sparkforge_plan.arch`` = {list, reason}; every role reads it the one way, the plan_arch filter over
+``for_role`` below (the plan's block when the plan is for the role's torch, else the same rules for this host).
 
 One list for every build: the torch source build (and fleet_build), the torchvision/torchaudio source builds, the
 ML layer's GPU source builds and the TORCH_CUDA_ARCH_LIST runtime_env exports for the user's own extension builds.
@@ -17,6 +17,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.sparkforge.stack.plugins.module_utils.build import torch_build
 from ansible_collections.sparkforge.stack.plugins.module_utils.cuda import arch
 
 # Who compiles for the list (shown in the plan text).
@@ -74,3 +75,37 @@ def without_plan(gpus, override=""):
     if not text:
         return block("", "no plan and no GPU found: nothing to compile for")
     return block(text, "this host's GPUs (gpu_facts: %s; no plan: preflight did not run)" % ", ".join(names))
+
+
+def for_role(plan, gpus, override="", torch="", torch_data=None, platform_class=None):
+    """The one way a role reads its arch list: {list, reason}.
+
+    ``plan``: sparkforge_plan ({} or None without one); ``gpus``: the host's GPUs (gpu_facts' sm_archs or
+    compute capabilities); ``override``: sparkforge_cuda_arch_list; ``torch``: the release the role builds
+    against ('' when any plan's list is the role's: the ML layer, the runtime exports).  The plan's block is the
+    role's when the plan is for that release; otherwise, with the version data (``torch_data``: the manifest's
+    releases, arch_min_version, arch_defaults, traps, fixes), the plan's own rules (torch_build.plan_arch_list)
+    answer for this host and that release, else (no release given) without_plan.  Raises arch.ArchError or
+    torch_build.ArchListError naming the variable.
+    """
+    plan = plan or {}
+    planned_for = (plan.get("torch") or {}).get("version") or ""
+    if plan.get("arch") is not None and (not torch or planned_for == torch):
+        return block(plan["arch"]["list"], plan["arch"]["reason"])
+    if not torch:
+        return without_plan(gpus, override)
+    data = torch_data or {}
+    releases = data.get("releases") or {}
+    if torch not in releases:
+        raise torch_build.ArchListError("torch %s is not in the version data (sparkforge_torch_releases knows %s): "
+                                        "set the role's version to one of them or add it" % (torch, ", ".join(releases)))
+    override = str(override or "").strip()
+    names = [str(g).strip() for g in gpus or [] if str(g).strip()]
+    capabilities = sorted({"%d.%d" % arch.capability(g) for g in names}, key=arch.capability)
+    got = torch_build.plan_arch_list(override or None, torch, releases[torch], platform_class, capabilities,
+                                     data, data.get("fixes") or {}, variable="sparkforge_cuda_arch_list")
+    why = "set by sparkforge_cuda_arch_list" if override else got["why"]
+    if got["fixes_needed"]:
+        why += "; fixes applied: %s" % ", ".join(got["fixes_needed"])
+    where = ("the plan is for torch %s" % planned_for) if plan.get("arch") is not None else "preflight did not run"
+    return block(got["arch_list"], "%s (the plan's rules for torch %s on this host: %s)" % (why, torch, where))

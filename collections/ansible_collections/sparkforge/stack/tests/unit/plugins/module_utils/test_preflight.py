@@ -7,6 +7,7 @@ import copy
 import os
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from ansible_collections.sparkforge.stack.plugins.module_utils.packages import cxx_std
 from ansible_collections.sparkforge.stack.plugins.module_utils.plan import preflight as pf
@@ -379,6 +380,51 @@ def test_without_a_plan_the_same_rules_answer_for_the_host():
     assert without_plan([]) == {"list": "", "reason": "no plan and no GPU found: nothing to compile for"}
     with pytest.raises(ArchError, match="sparkforge_cuda_arch_list='sm90': 'sm90' is not an architecture"):
         without_plan(["sm_121"], "sm90")
+
+
+RELEASES = sorted(shared_manifest()["sparkforge_torch_releases"])
+
+
+def _torch_data(m):
+    return {"releases": m["sparkforge_torch_releases"], "arch_min_version": m["sparkforge_torch_arch_min_version"],
+            "arch_defaults": m["sparkforge_torch_arch_defaults"], "traps": m["sparkforge_torch_traps"],
+            "fixes": m["sparkforge_torch_fixes"]}
+
+
+@settings(max_examples=40, deadline=None)
+@given(planned=st.sampled_from(RELEASES), wanted=st.sampled_from(RELEASES + [""]),
+       klass=st.sampled_from([("dgx_spark", ["12.1"]), ("gh200", ["9.0"]), ("blackwell_dc", ["10.0", "10.3"])]),
+       override=st.sampled_from(["", "12.0;9.0+PTX"]))
+def test_every_role_reads_the_plans_list_or_the_plans_rules_for_its_torch(planned, wanted, klass, override):
+    """arch_plan.for_role, the plan_arch filter's one rule: the plan's block when the plan is for the role's torch
+    (or the role names none); for another torch, preflight's own answer for that release on this host."""
+    from ansible_collections.sparkforge.stack.plugins.module_utils.plan.arch_plan import for_role
+    platform_class, caps = klass
+    plan = {"torch": {"version": planned}, "arch": {"list": "8.6", "reason": "the plan's"}}
+    m = manifest()
+    data = _torch_data(m)
+    try:
+        got = for_role(plan, caps, override, wanted, data, platform_class)
+    except Exception as exc:  # the same refusal preflight gives for that release and host
+        got = exc
+    if wanted in ("", planned):
+        assert got == {"list": "8.6", "reason": "the plan's"}
+        return
+    facts = dict(spark_facts(), compute_capabilities=caps, platform_class=platform_class)
+    try:
+        expected = pf.build_plan(facts, {"torch_version": wanted, "cuda_arch_list": override}, m)["arch"]
+    except pf.PlanError as exc:
+        assert not isinstance(got, dict) and str(got) in str(exc), (got, exc)
+        return
+    assert isinstance(got, dict) and got["list"] == expected["list"], (got, expected)
+    assert "the plan's rules for torch %s on this host: the plan is for torch %s" % (wanted, planned) in got["reason"]
+
+
+def test_a_role_without_a_plan_for_an_unknown_torch_is_refused():
+    from ansible_collections.sparkforge.stack.plugins.module_utils.build.torch_build import ArchListError
+    from ansible_collections.sparkforge.stack.plugins.module_utils.plan.arch_plan import for_role
+    with pytest.raises(ArchListError, match="torch 2.99.0 is not in the version data"):
+        for_role({}, ["12.1"], "", "2.99.0", _torch_data(manifest()), "dgx_spark")
 
 
 @pytest.mark.parametrize("capability, nearest", [("10.3", "10.0"), ("11.5", "11.0"), ("12.7", "12.1")])
