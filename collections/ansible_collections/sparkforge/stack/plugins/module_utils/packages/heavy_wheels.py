@@ -36,7 +36,6 @@ import time
 
 from ansible_collections.sparkforge.stack.plugins.module_utils.packages import gpu_audit
 from ansible_collections.sparkforge.stack.plugins.module_utils.cuda import arch as cuda_arch
-from ansible_collections.sparkforge.stack.plugins.module_utils.cuda import fatbin
 from ansible_collections.sparkforge.stack.plugins.module_utils.packages import cxx_std, heavy_build, ml_gpu
 from ansible_collections.sparkforge.stack.plugins.module_utils.packages.ml_packages_job import host_compiler
 from ansible_collections.sparkforge.stack.plugins.module_utils.packages import elf_links

@@ -16,7 +16,6 @@ import time
 
 from ansible_collections.sparkforge.stack.plugins.module_utils.packages import gpu_audit
 from ansible_collections.sparkforge.stack.plugins.module_utils.cuda import arch as cuda_arch
-from ansible_collections.sparkforge.stack.plugins.module_utils.cuda import fatbin
 from ansible_collections.sparkforge.stack.plugins.module_utils.cuda import ptx_isa
 from ansible_collections.sparkforge.stack.plugins.module_utils.packages import cxx_std, elf_links, heavy_build
 from ansible_collections.sparkforge.stack.plugins.module_utils.packages import ml_packages as mp
