@@ -13,7 +13,7 @@ short_description: a role's CUDA arch list, from the plan or by the plan's rules
 description:
   - The plan's C(sparkforge_plan.arch) (C(list) and C(reason)) when the plan is for the torch release the role
     builds against (any plan when O(torch) is empty).
-  - Otherwise the plan's own rules answer for this host (module_utils/plan/arch_plan.py, C(for_role)): for a
+  - Otherwise the plan's own rules answer for this host (module_utils/plan/arch_plan.py, C(for_role)). For a
     release given in O(torch), the version data's validation or default for the platform class (as preflight
     plans it); with no release, the user's variable when set, else this host's GPUs in TORCH_CUDA_ARCH_LIST form
     (C(sm_121) -> C(12.1)).
