@@ -271,3 +271,10 @@ def test_cuda_arch_names_are_read_only_under_cuda():
                 found.append("%s:%d" % (os.path.relpath(path, REPO), node.lineno))
     assert len(files) > 100, "the Python files were not found"
     assert found == [], "read arch names through module_utils/cuda/arch.py: " + ", ".join(found)
+
+
+def test_src_reads_the_manifest_through_the_collections_one_reader():
+    """issue 55 item 3: the CLI reads the version manifest with plugin_utils/manifest.py (through the one door,
+    sparkforge/collection.py's manifest_reader), never with its own YAML parse of the files."""
+    from ansible_collections.sparkforge.stack.tests.unit.utils.readers import manifest_readers
+    assert manifest_readers(os.path.join(REPO, "src"), os.devnull) == []

@@ -10,13 +10,11 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import datetime
-import glob
 import gzip
 import json
 import os
 import ssl
 
-import yaml
 
 try:
     from urllib.error import HTTPError, URLError
@@ -24,7 +22,7 @@ try:
 except ImportError:  # pragma: no cover - Python 2
     from urllib2 import HTTPError, URLError, urlopen
 
-from sparkforge.collection import MANIFEST_REL, importable
+from sparkforge.collection import MANIFEST_REL, importable, manifest_reader
 
 DATA_FILE = "checksums.yml"
 
@@ -58,14 +56,6 @@ def _fetch(url, timeout):
         raise Unreadable("%s: HTTP %s %s" % (url, exc.code, exc.reason))
     except (URLError, ssl.SSLError, OSError) as exc:
         raise Unreadable("%s: %s" % (url, getattr(exc, "reason", exc)))
-
-
-def _merged(manifest_dir):
-    data = {}
-    for path in sorted(glob.glob(os.path.join(manifest_dir, "*.yml"))):
-        with open(path) as handle:
-            data.update(yaml.safe_load(handle) or {})
-    return data
 
 
 def _base(url):
@@ -151,7 +141,15 @@ def run(args, project_root, stdout, stderr):
         stderr.write("sparkforge versions: no %s in %s\n" % (DATA_FILE, manifest_dir))
         return 4
     cs = _module(project_root)
-    data = _merged(manifest_dir)
+    reader = manifest_reader(project_root)
+    if reader is None:
+        stderr.write("sparkforge versions: no sparkforge collection in %s to read the manifest with\n" % project_root)
+        return 4
+    try:
+        data = reader.load(manifest_dir)
+    except reader.ManifestError as exc:
+        stderr.write("sparkforge versions: %s\n" % exc)
+        return 4
     repo_url = args.cuda_repo_url or data.get("sparkforge_cuda_repo_url") or ""
     redist_url = args.cusparselt_redist_url or data.get("sparkforge_cusparselt_redist_url") or ""
     for option, value in (("--cuda-repo-url (sparkforge_cuda_repo_url)", repo_url),

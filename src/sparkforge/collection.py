@@ -1,8 +1,9 @@
 """The one door from the sparkforge package to the project's collection (issue 55, item 3).
 
-The CLI reads the collection's Python code in two places: ``sparkforge versions --checksums`` reads .deb names and
-Packages stanzas with module_utils/cuda/cusparselt.py (through sparkforge/tooling/checksums.py), and
-``sparkforge bundle`` checks ``--out`` with module_utils/plan/validate.py's path rules. Both go through ``importable``
+The CLI reads the collection's Python code in three places: ``sparkforge versions --checksums`` reads .deb names and
+Packages stanzas with module_utils/cuda/cusparselt.py (through sparkforge/tooling/checksums.py), ``sparkforge
+bundle`` checks ``--out`` with module_utils/plan/validate.py's path rules, and ``sparkforge versions`` (both forms)
+reads the version manifest's data with plugin_utils/manifest.py (``manifest_reader``), the one reader of it. Both go through ``importable``
 (or ``module_utils``, which calls it), never through sys.path: an import finder, first on ``sys.meta_path``, answers
 for the ``ansible_collections.sparkforge`` namespace from the project's own checkout (the copy whose roles the run
 uses, wherever else one is installed), and for ``ansible_collections`` itself only where no other is importable
@@ -55,12 +56,19 @@ def importable(project_root):
     return os.path.join(project_root, COLLECTION_REL)
 
 
-def module_utils(project_root, name):
-    """The collection's ``plugins.module_utils.<name>`` (e.g. ``plan.validate``) from the checkout at
-    ``project_root``, or None where it cannot be imported (no collection there, a module missing)."""
+def module_utils(project_root, name, kind="module_utils"):
+    """The collection's ``plugins.module_utils.<name>`` (e.g. ``plan.validate``; ``kind`` "plugin_utils" for the
+    controller-side helpers, e.g. ``manifest``) from the checkout at ``project_root``, or None where it cannot be
+    imported (no collection there, a module missing)."""
     if importable(project_root) is None:
         return None
     try:
-        return importlib.import_module("%s.stack.plugins.module_utils.%s" % (NAMESPACE, name))
+        return importlib.import_module("%s.stack.plugins.%s.%s" % (NAMESPACE, kind, name))
     except ImportError:
         return None
+
+
+def manifest_reader(project_root):
+    """plugin_utils/manifest.py, the one reader of the version manifest on the controller, from the checkout at
+    ``project_root`` (None where the checkout has no collection)."""
+    return module_utils(project_root, "manifest", kind="plugin_utils")

@@ -22,9 +22,7 @@ import json
 import os
 import re
 
-import yaml
-
-from sparkforge.collection import MANIFEST_REL
+from sparkforge.collection import MANIFEST_REL, manifest_reader
 from sparkforge.tooling import pkg_index, torch_versions
 
 DEFAULT_INDEX = "https://pypi.org/simple/"
@@ -95,8 +93,16 @@ def run(args, project_root, stdout, stderr):
     if not os.path.isfile(torch_file):
         stderr.write("sparkforge versions: no torch.yml in %s\n" % manifest_dir)
         return 4
-    text = _load(torch_file)
-    data = (yaml.safe_load(text) or {}).get("sparkforge_torch_releases") or {}
+    reader = manifest_reader(project_root)
+    if reader is None:
+        stderr.write("sparkforge versions: no sparkforge collection in %s to read the manifest with\n" % project_root)
+        return 4
+    try:
+        data = reader.load(manifest_dir, ("torch.yml",)).get("sparkforge_torch_releases") or {}
+    except reader.ManifestError as exc:
+        stderr.write("sparkforge versions: %s\n" % exc)
+        return 4
+    text = _load(torch_file)  # the text, kept for --write's edit of it
     index = pkg_index.Index(args.index_url, timeout=args.timeout, cache_dir=args.cache_dir or None)
     try:
         surveyed = torch_versions.survey(index, min_version=args.since)
@@ -111,12 +117,13 @@ def run(args, project_root, stdout, stderr):
     if args.write and (report["missing"] or report["disagreements"]
                        or _stale_wheels(data, surveyed, torch_versions)):
         new_text = torch_versions.update_text(text, data, surveyed, report)
-        new_data = yaml.safe_load(new_text)["sparkforge_torch_releases"]
         with open(torch_file + ".tmp", "w") as handle:
             handle.write(new_text)
+        # Read back before it replaces the file: an edit that does not parse never reaches the data.
+        new_data = reader.load(manifest_dir, ("torch.yml.tmp",))["sparkforge_torch_releases"]
         os.replace(torch_file + ".tmp", torch_file)
         triton_text = _load(triton_file)
-        known = (yaml.safe_load(triton_text) or {}).get("sparkforge_triton_releases") or {}
+        known = reader.load(manifest_dir, ("triton.yml",)).get("sparkforge_triton_releases") or {}
         added = torch_versions.new_tritons(new_data, known)
         if added:
             with open(triton_file + ".tmp", "w") as handle:

@@ -5,34 +5,31 @@
 
 The table's one home is roles/manifest/defaults/main/platforms.yml.  A module runs on the managed host
 (AnsiballZ ships only the module and its module_utils), so it cannot read a collection file; this action
-plugin runs on the controller, reads the file from the installed collection and passes the table as the
+plugin runs on the controller, reads the file from the installed collection (plugin_utils/manifest.py) and passes the table as the
 module's `platforms` argument, so `ansible HOST -m sparkforge.stack.gpu_facts` works without the manifest
 role's variables.  A task that gives `platforms` (the roles pass sparkforge_gpu_platforms) is left as is.
 """
 
 from __future__ import annotations
 
-import os
-
-import yaml
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
-# The collection root is three levels above this file (plugins/action/gpu_facts.py).
-_COLLECTION = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-MANIFEST_PLATFORMS = os.path.join(_COLLECTION, "roles", "manifest", "defaults", "main", "platforms.yml")
+from ansible_collections.sparkforge.stack.plugins.plugin_utils import manifest
+
+MANIFEST_PLATFORMS = "platforms.yml"
 
 
-def manifest_platforms(path=MANIFEST_PLATFORMS):
-    """The manifest's sparkforge_gpu_platforms, read from its one file."""
+def manifest_platforms(manifest_dir=None):
+    """The manifest's sparkforge_gpu_platforms, read from its one file by the one controller-side reader."""
     try:
-        with open(path, encoding="utf-8") as handle:
-            data = yaml.safe_load(handle)
-    except (OSError, yaml.YAMLError) as err:
-        raise AnsibleActionFail(f"cannot read the manifest's GPU table {path}: {err}") from err
-    table = (data or {}).get("sparkforge_gpu_platforms")
+        data = manifest.load(manifest_dir, (MANIFEST_PLATFORMS,))
+    except manifest.ManifestError as err:
+        raise AnsibleActionFail(f"cannot read the manifest's GPU table: {err}") from err
+    table = data.get("sparkforge_gpu_platforms")
     if not isinstance(table, dict) or not table:
-        raise AnsibleActionFail(f"{path} holds no sparkforge_gpu_platforms table")
+        raise AnsibleActionFail(f"{MANIFEST_PLATFORMS} in {manifest_dir or manifest.directory()} holds no "
+                                "sparkforge_gpu_platforms table")
     return table
 
 

@@ -11,31 +11,26 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import functools
-import glob
 import json
 import os
 import subprocess
 import sys
 import tempfile
 
-import yaml
+from ansible_collections.sparkforge.stack.plugins.plugin_utils import manifest
 
 # tests/unit/utils/ -> the collection (ansible_collections/sparkforge/stack) -> the folder that holds ansible_collections.
 COLLECTION = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 COLLECTIONS = os.path.abspath(os.path.join(COLLECTION, "..", "..", ".."))
 MODULES = os.path.join(COLLECTION, "plugins", "modules")
-MANIFEST_DIR = os.path.join(COLLECTION, "roles", "manifest", "defaults", "main")
+MANIFEST_DIR = manifest.directory(COLLECTION)
 FIXTURES = os.path.join(COLLECTION, "tests", "unit", "fixtures")
 
 
 def load_manifest():
-    """Every file of the stack's version manifest, merged as Ansible merges a defaults/main/ directory: each
-    file's top-level keys, the files in name order (what the roles see)."""
-    data = {}
-    for path in sorted(glob.glob(os.path.join(MANIFEST_DIR, "*.yml"))):
-        with open(path) as handle:
-            data.update(yaml.safe_load(handle) or {})
-    return data
+    """Every file of the stack's version manifest, merged as Ansible merges a defaults/main/ directory (what the roles
+    see), by the one controller-side reader (plugin_utils/manifest.py)."""
+    return manifest.load(MANIFEST_DIR)
 
 
 @functools.lru_cache(maxsize=None)

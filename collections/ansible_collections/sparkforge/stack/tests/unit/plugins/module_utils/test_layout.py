@@ -18,6 +18,7 @@ import subprocess
 import sys
 
 from ansible_collections.sparkforge.stack.tests.unit.utils.cycles import strongly_connected
+from ansible_collections.sparkforge.stack.tests.unit.utils.readers import manifest_readers
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MU_DIR = os.path.normpath(os.path.join(HERE, "..", "..", "..", "..", "plugins", "module_utils"))
@@ -165,3 +166,10 @@ def test_every_module_imports_alone_in_a_fresh_interpreter():
                           check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert len(names) > 30
+
+
+def test_the_manifest_is_read_on_the_controller_by_plugin_utils_alone():
+    """issue 55 item 3: one controller-side reader of the version manifest (plugin_utils/manifest.py, as
+    community.docker keeps its controller helpers); no other plugin parses its files."""
+    plugins = os.path.dirname(MU_DIR)
+    assert manifest_readers(plugins, os.path.join(plugins, "plugin_utils", "manifest.py")) == []
