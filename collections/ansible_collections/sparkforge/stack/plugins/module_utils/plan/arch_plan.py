@@ -29,6 +29,15 @@ def block(text, reason):
     return {"list": text, "reason": reason}
 
 
+def planned_reason(got, overridden):
+    """The reason of torch_build.plan_arch_list's answer ``got``: the user's variable or the rule that chose it,
+    and the release's fixes the list needs (preflight's plan and for_role say it the same way)."""
+    why = "set by sparkforge_cuda_arch_list" if overridden else got["why"]
+    if got["fixes_needed"]:
+        why += "; fixes applied: %s" % ", ".join(got["fixes_needed"])
+    return why
+
+
 def installed_list(archs):
     """torch.cuda.get_arch_list() (['sm_90', 'sm_121', 'compute_121']) -> '9.0;12.1+PTX'; '' for none.
     Raises arch.ArchError for a name that is not an architecture."""
@@ -104,8 +113,6 @@ def for_role(plan, gpus, override="", torch="", torch_data=None, platform_class=
     capabilities = sorted({"%d.%d" % arch.capability(g) for g in names}, key=arch.capability)
     got = torch_build.plan_arch_list(override or None, torch, releases[torch], platform_class, capabilities,
                                      data, data.get("fixes") or {}, variable="sparkforge_cuda_arch_list")
-    why = "set by sparkforge_cuda_arch_list" if override else got["why"]
-    if got["fixes_needed"]:
-        why += "; fixes applied: %s" % ", ".join(got["fixes_needed"])
+    why = planned_reason(got, bool(override))
     where = ("the plan is for torch %s" % planned_for) if plan.get("arch") is not None else "preflight did not run"
     return block(got["arch_list"], "%s (the plan's rules for torch %s on this host: %s)" % (why, torch, where))

@@ -317,9 +317,7 @@ def step_arch(so_far):
     except JobError as exc:
         raise PlanError(str(exc))
     arch_list = arch["arch_list"]
-    arch_why = arch["why"] if not config.get("cuda_arch_list") else "set by sparkforge_cuda_arch_list"
-    if arch["fixes_needed"]:
-        arch_why += "; fixes applied: %s" % ", ".join(arch["fixes_needed"])
+    arch_why = arch_plan.planned_reason(arch, bool(config.get("cuda_arch_list")))
     # The one list with its reason (torch source existing: the venv's torch's own, as read on the host).
     archs = arch_plan.for_plan(arch_list, arch_why, bool(config.get("cuda_arch_list")), source,
                                config.get("installed_archs"), config.get("venv"), config.get("installed_archs_unread"))
