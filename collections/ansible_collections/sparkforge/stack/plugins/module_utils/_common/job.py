@@ -32,7 +32,6 @@ import subprocess
 from abc import ABC, abstractmethod
 from urllib.error import HTTPError, URLError
 
-from ansible.module_utils.urls import open_url
 from ansible_collections.sparkforge.stack.plugins.module_utils._common import run_env
 
 # How much of a failing tool's output a JobError keeps (the end is where tools say why).
@@ -153,6 +152,10 @@ class LocalSystem:
         return proc.returncode, out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
 
     def fetch(self, url, timeout):
+        # Imported here, not with this file: every module imports job.py, and urls (TLS, email, http.client)
+        # costs about 0.1 s of CPU a module run on an x86 host, ten times that on an emulated one; only
+        # LocalSystem downloads with it (a module's downloads go through the fetch_url it passes).
+        from ansible.module_utils.urls import open_url  # pylint: disable=import-outside-toplevel
         try:
             response = open_url(url, timeout=timeout, validate_certs=True, follow_redirects="all", use_proxy=True)
         except HTTPError as exc:

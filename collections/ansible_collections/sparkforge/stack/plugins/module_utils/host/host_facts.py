@@ -17,9 +17,6 @@ import platform
 import pwd
 import subprocess
 
-from ansible.module_utils.facts.system.distribution import DistributionFactCollector
-from ansible.module_utils.facts.system.platform import PlatformFactCollector
-from ansible.module_utils.facts.system.python import PythonFactCollector
 from ansible_collections.sparkforge.stack.plugins.module_utils._common.files import read_meminfo
 from ansible_collections.sparkforge.stack.plugins.module_utils.cuda import ptx_isa
 from ansible_collections.sparkforge.stack.plugins.module_utils.host.host_paths import filesystem_problem
@@ -133,6 +130,12 @@ def process_user():
 
 def os_facts(module):
     """What `setup` with gather_subset distribution, python and platform returns (without `ansible_`)."""
+    # Imported here: the fact collectors (about 50 ms of CPU on an x86 host) are for stack_plan alone, and
+    # gpu_facts and wheel_arch_audit import this file too.
+    # pylint: disable=import-outside-toplevel
+    from ansible.module_utils.facts.system.distribution import DistributionFactCollector
+    from ansible.module_utils.facts.system.platform import PlatformFactCollector
+    from ansible.module_utils.facts.system.python import PythonFactCollector
     facts = {}
     for collector in (PlatformFactCollector(), DistributionFactCollector(), PythonFactCollector()):
         facts.update(collector.collect(module=module, collected_facts=facts))

@@ -173,3 +173,26 @@ def test_the_manifest_is_read_on_the_controller_by_plugin_utils_alone():
     community.docker keeps its controller helpers); no other plugin parses its files."""
     plugins = os.path.dirname(MU_DIR)
     assert manifest_readers(plugins, os.path.join(plugins, "plugin_utils", "manifest.py")) == []
+
+
+# Ansible's module_utils that cost a module run real CPU to import (urls: TLS, email, http.client, about 0.1 s on an
+# x86 host; the fact collectors about 0.05 s; ten times that under qemu). Every module imports _common/job.py, so a
+# module_utils file imports them inside the function that uses them, never with the file.
+HEAVY_ANSIBLE = ("ansible.module_utils.urls", "ansible.module_utils.facts")
+
+
+def test_module_utils_import_ansibles_heavy_module_utils_only_where_used():
+    bad = []
+    for name, path in sorted(modules().items()):
+        with open(path) as handle:
+            tree = ast.parse(handle.read(), path)
+        top = list(tree.body)
+        for node in list(top):  # a top-level try (an optional import) is still the file's import
+            if isinstance(node, ast.Try):
+                top.extend(node.body)
+        for node in top:
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            bad.extend("%s line %d imports %s" % (name, node.lineno, n) for n in names
+                       if any(n == h or n.startswith(h + ".") for h in HEAVY_ANSIBLE))
+    assert bad == []
