@@ -304,7 +304,7 @@ def _opener(url, timeout):
     """None when ``url`` answers 2xx/3xx, else why not. TLS is verified; http(s)_proxy/no_proxy apply."""
     try:
         resp = _open_url(url, method="GET", timeout=timeout, validate_certs=True, follow_redirects="all",
-                        use_proxy=True, headers={"Range": "bytes=0-0"})
+                         use_proxy=True, headers={"Range": "bytes=0-0"})
         resp.close()
         return None
     except HTTPError as exc:
@@ -320,7 +320,7 @@ def _fetcher(url, timeout, limit):
     """(bytes, None) of a small file at ``url`` (at most ``limit`` bytes), or (None, why not)."""
     try:
         resp = _open_url(url, method="GET", timeout=timeout, validate_certs=True, follow_redirects="all",
-                        use_proxy=True)
+                         use_proxy=True)
         try:
             data = resp.read(limit + 1)
         finally:
