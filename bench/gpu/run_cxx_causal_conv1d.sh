@@ -8,7 +8,7 @@
 #      runs the entry's `smoke` test on the GPU (the module's row: rows-run.json).
 # The build takes about 8 minutes, near the device's 10-minute limit per command, and the role builds in a
 # temporary directory it removes (nothing to resume from).  So the real run goes on in its own process session
-# (setsid) with its state in $STATE, an ignored directory of the checkout that stays on the machine between calls
+# (setsid) with its state in $STATE, a directory under /tmp that stays on the machine between calls
 # while it is warm, and the script is idempotent: the first call runs step 1, starts step 2 and waits for it
 # until BUDGET_S; a second call (same command) only waits and collects.  On a fresh machine it starts over.
 # SDISTS is the role's find-links (ml_packages_no_index): causal_conv1d-1.7.0.tar.gz (sha256 3202758494eaa7b5...d32b)
@@ -20,7 +20,8 @@
 set -uo pipefail
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 OUT=${OUT:-$REPO/gpu-out}
-STATE=${STATE:-$REPO/.cxx-run}
+# Not in the checkout: the device tool does not keep an ignored directory of it between calls (stop 59's run).
+STATE=${STATE:-/tmp/sparkforge-cxx-run}
 BUDGET_S=${BUDGET_S:-560}
 SDISTS=${SDISTS:-$REPO/.sdist}
 PY=${SPARKFORGE_GPU_PYTHON:-/opt/torch/.venv/bin/python3}
@@ -67,7 +68,7 @@ real_run() {  # in its own session: the real run, the build's ninja file caught 
 collect() {  # the evidence into $OUT: 8 files at most
   local rc=${1:-}
   if [ -f "$STATE/real.rc" ]; then
-    log "real run: ansible-playbook exit $(cat "$STATE/real.rc") after $(( $(cat "$STATE/real.end") - $(cat "$STATE/real.start") )) s"
+    log "real run: ansible-playbook exit $(cat "$STATE/real.rc") after $(( $(cat "$STATE/real.end") - $(cat "$STATE/real.start" 2>/dev/null || cat "$STATE/real.end") )) s"
     grep -A3 "PLAY RECAP" "$STATE/run.log" | tee -a "$STATE/console.txt"
   fi
   for f in check run; do
